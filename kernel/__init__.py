@@ -1,0 +1,23 @@
+"""The fp8 paged MQA logits op.
+
+On a machine with no CUDA device the Triton kernel runs through Triton's interpreter on
+the CPU. Triton reads that choice once, when it is first imported, so it is made here,
+before anything imports triton.
+"""
+
+import os
+import sys
+
+import torch
+
+if not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
+    if "triton" in sys.modules:
+        raise ImportError(
+            "kernel: no CUDA device, and triton was imported before kernel, too late to select its "
+            "CPU interpreter; import kernel first or set TRITON_INTERPRET=1"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from kernel.paged_mqa_logits import fp8_paged_mqa_logits  # noqa: E402
+
+__all__ = ["fp8_paged_mqa_logits"]

@@ -1,0 +1,190 @@
+"""FP8 paged MQA logits: the decode-path "lightning indexer" of sparse attention.
+
+For every sequence ``b``, live query row ``m`` (``m < nn[b]``) and cached token ``p``:
+
+    out[b*NEXT_N + m, p] = s(b, p) * sum_h relu(<q[b, m, h, :], K(b, p)>) * w[b*NEXT_N + m, h]
+
+for ``0 <= p <= ctx[b] - nn[b] + m``; every other cell up to ``max_model_len`` is ``-inf``.
+Keys are fp8 (e4m3) with one float32 scale per token, co-packed per physical block:
+``KV_BLOCK * HEAD_DIM`` key bytes, then ``KV_BLOCK`` scales. Scales are positive, so the
+scale is applied once after the head sum.
+
+One program owns one sequence and a contiguous range of ``BLOCK_N``-token tiles of its
+context. The query rows of every next_n slot and every head are stacked as the M side of a
+single fp8 dot, so each key byte is read once per sequence whatever next_n is.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel.tuning import resolve_tuning
+from kernel.validation import check_inputs
+
+
+@triton.jit
+def _paged_mqa_logits_kernel(
+    # pointers
+    q_ptr,  # [B, NEXT_N, HEADS, HEAD_DIM] fp8
+    kv_ptr,  # [num_blocks, KV_BLOCK * (HEAD_DIM + 4)] bytes, co-packed
+    weights_ptr,  # [B * NEXT_N, HEADS] f32
+    context_lens_ptr,  # [B] i32
+    next_n_lens_ptr,  # [B] i32, read only when HAS_NEXT_N_LENS
+    block_table_ptr,  # [B, max_blocks] i32
+    out_ptr,  # [B * NEXT_N, >= max_model_len] f32
+    # sizes and strides
+    max_model_len,
+    stride_table,
+    stride_out,
+    num_splits,
+    # meta-parameters
+    NEXT_N: tl.constexpr,
+    NEXT_N_PAD: tl.constexpr,
+    HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    KV_BLOCK: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    PRESHUFFLE: tl.constexpr,
+    HAS_NEXT_N_LENS: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    tl.static_assert(NEXT_N_PAD >= NEXT_N)
+    tl.static_assert(NEXT_N_PAD * HEADS >= 16)
+    tl.static_assert(BLOCK_N >= 16)
+    tl.static_assert(HEAD_DIM % 16 == 0)
+    tl.static_assert(not PRESHUFFLE or KV_BLOCK % 16 == 0)
+    ROWS: tl.constexpr = NEXT_N_PAD * HEADS
+    BLOCK_BYTES: tl.constexpr = KV_BLOCK * (HEAD_DIM + 4)
+    # A tile lies inside one physical block when blocks are whole multiples of the tile:
+    # then one block-table entry serves the whole tile.
+    TILE_IN_ONE_BLOCK: tl.constexpr = KV_BLOCK % BLOCK_N == 0
+
+    pid_b = tl.program_id(0)
+    pid_s = tl.program_id(1)
+
+    context_len = tl.load(context_lens_ptr + pid_b)
+    if HAS_NEXT_N_LENS:
+        live_rows = tl.load(next_n_lens_ptr + pid_b)
+    else:
+        live_rows = NEXT_N
+
+    # -- the query rows of every live next_n slot and every head: the M side of the dot --
+    offs_r = tl.arange(0, ROWS)
+    row_slot = offs_r // HEADS
+    row_live = row_slot < NEXT_N
+    offs_d = tl.arange(0, HEAD_DIM)
+    q_rows = pid_b * NEXT_N * HEADS + offs_r
+    q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=row_live[:, None], other=0.0)
+    head_weights = tl.load(weights_ptr + q_rows, mask=row_live, other=0.0)
+
+    offs_m = tl.arange(0, NEXT_N_PAD)
+    offs_n = tl.arange(0, BLOCK_N)
+    out_rows = (pid_b * NEXT_N + offs_m).to(tl.int64)
+    out_row_ptrs = out_ptr + out_rows[:, None] * stride_out
+    out_row_mask = (offs_m < NEXT_N)[:, None]
+    # the last position row m may see; rows past the live count see none
+    causal_bound = tl.where(offs_m < live_rows, context_len - live_rows + offs_m, -1)
+
+    # -- this program's share of the context tiles --
+    context_tiles = tl.cdiv(context_len, BLOCK_N)
+    tiles_per_split = tl.cdiv(context_tiles, num_splits)
+    tile_begin = pid_s * tiles_per_split
+    tile_end = tl.minimum(tile_begin + tiles_per_split, context_tiles)
+
+    for tile in tl.range(tile_begin, tile_end, num_stages=NUM_STAGES):
+        offs_p = tile * BLOCK_N + offs_n
+        # Positions past the context read the sequence's last block, so every key address
+        # is valid without a load mask; their logits are masked below.
+        offs_t = tl.minimum(offs_p, context_len - 1)
+        slot = offs_t % KV_BLOCK
+        if PRESHUFFLE:
+            # shuffle_weight(16, 16): 16x16 byte sub-tiles, 16 tokens by 16 channels
+            key_offs = ((slot // 16) * 16 * HEAD_DIM + (slot % 16) * 16)[:, None] \
+                + ((offs_d // 16) * 256 + offs_d % 16)[None, :]
+        else:
+            key_offs = (slot * HEAD_DIM)[:, None] + offs_d[None, :]
+        if TILE_IN_ONE_BLOCK:
+            block_id = tl.load(block_table_ptr + pid_b * stride_table + tile * BLOCK_N // KV_BLOCK)
+            block_ptr = kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES
+            key_ptrs = block_ptr + key_offs
+            scale_ptrs = (block_ptr + KV_BLOCK * HEAD_DIM).to(tl.pointer_type(tl.float32)) + slot
+        else:
+            block_id = tl.load(block_table_ptr + pid_b * stride_table + offs_t // KV_BLOCK)
+            token_block_ptrs = kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES
+            key_ptrs = token_block_ptrs[:, None] + key_offs
+            scale_ptrs = (token_block_ptrs + KV_BLOCK * HEAD_DIM).to(tl.pointer_type(tl.float32)) + slot
+        keys = tl.load(key_ptrs).to(tl.float8e4nv, bitcast=True)
+        scales = tl.load(scale_ptrs)
+
+        scores = tl.dot(q, tl.trans(keys))  # [ROWS, BLOCK_N] f32
+        scores = tl.maximum(scores, 0.0) * head_weights[:, None]
+        logits = tl.sum(tl.reshape(scores, (NEXT_N_PAD, HEADS, BLOCK_N)), axis=1)
+        logits = logits * scales[None, :]
+
+        visible = offs_p[None, :] <= causal_bound[:, None]
+        logits = tl.where(visible, logits, float("-inf"))
+        store_mask = out_row_mask & (offs_p < max_model_len)[None, :]
+        tl.store(out_row_ptrs + offs_p[None, :], logits, mask=store_mask)
+
+    # -- past the context: -inf up to max_model_len, shared across the splits --
+    fill_tiles = tl.cdiv(max_model_len, BLOCK_N) - context_tiles
+    fill_per_split = tl.cdiv(fill_tiles, num_splits)
+    fill_begin = context_tiles + pid_s * fill_per_split
+    fill_end = tl.minimum(fill_begin + fill_per_split, context_tiles + fill_tiles)
+    neg_inf = tl.full((NEXT_N_PAD, BLOCK_N), float("-inf"), tl.float32)
+    for tile in range(fill_begin, fill_end):
+        offs_p = tile * BLOCK_N + offs_n
+        fill_mask = out_row_mask & (offs_p < max_model_len)[None, :]
+        tl.store(out_row_ptrs + offs_p[None, :], neg_inf, mask=fill_mask)
+
+
+def fp8_paged_mqa_logits(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    max_model_len: int,
+    *,
+    next_n_lens: torch.Tensor | None = None,
+    preshuffle: bool = False,
+    out: torch.Tensor | None = None,
+    validate: bool = True,
+    num_splits: int | None = None,
+    block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+) -> torch.Tensor:
+    """Logits of every cached token for each query row; ``-inf`` outside the causal window.
+
+    ``validate=False`` skips the checks that read tensor values (lengths, block-table
+    entries) and so cost a host sync; shape, dtype and layout checks always run. The tuning
+    knobs (``num_splits``, ``block_n``, ``num_warps``, ``num_stages``) never change the result.
+    """
+    dims = check_inputs(
+        q, kv_cache, weights, context_lens, block_table, max_model_len,
+        next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, check_values=validate,
+    )
+    tuning = resolve_tuning(dims, q.device, num_splits, block_n, num_warps, num_stages)
+    if out is None:
+        out = torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32, device=q.device)
+
+    grid = (dims.batch, tuning.num_splits)
+    _paged_mqa_logits_kernel[grid](
+        q, kv_cache, weights, context_lens,
+        context_lens if next_n_lens is None else next_n_lens,
+        block_table, out,
+        max_model_len, block_table.stride(0), out.stride(0), tuning.num_splits,
+        NEXT_N=dims.next_n,
+        NEXT_N_PAD=tuning.next_n_pad,
+        HEADS=dims.heads,
+        HEAD_DIM=dims.head_dim,
+        KV_BLOCK=dims.kv_block,
+        BLOCK_N=tuning.block_n,
+        PRESHUFFLE=preshuffle,
+        HAS_NEXT_N_LENS=next_n_lens is not None,
+        NUM_STAGES=tuning.num_stages,
+        num_warps=tuning.num_warps,
+    )
+    return out

@@ -1,0 +1,130 @@
+"""Input checks for ``fp8_paged_mqa_logits``, run before anything is launched or written.
+
+Structure (dtype, rank, shape, layout, device) is always checked. Values (lengths,
+block-table entries) live in device memory, so reading them costs a host sync; a caller on
+a hot decode path may skip those with ``check_values=False``.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+PACKED_SCALE_BYTES = 4
+PRESHUFFLE_TILE = 16
+
+
+@dataclass(frozen=True)
+class Dims:
+    batch: int
+    next_n: int
+    heads: int
+    head_dim: int
+    kv_block: int
+    num_blocks: int
+    max_blocks: int
+
+
+def check_inputs(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    max_model_len: int,
+    *,
+    next_n_lens: torch.Tensor | None,
+    preshuffle: bool,
+    out: torch.Tensor | None,
+    check_values: bool,
+) -> Dims:
+    _check_tensor("q", q, torch.float8_e4m3fn, rank=4)
+    _check_tensor("kv_cache", kv_cache, torch.uint8, rank=4)
+    _check_tensor("weights", weights, torch.float32, rank=2)
+    _check_tensor("context_lens", context_lens, torch.int32, rank=1)
+    _check_tensor("block_table", block_table, torch.int32, rank=2, rows_may_stride=True)
+    if next_n_lens is not None:
+        _check_tensor("next_n_lens", next_n_lens, torch.int32, rank=1)
+    if out is not None:
+        _check_tensor("out", out, torch.float32, rank=2, rows_may_stride=True)
+    if isinstance(max_model_len, bool) or not isinstance(max_model_len, int):
+        raise TypeError(f"max_model_len: expected an int, got {type(max_model_len).__name__}")
+    if max_model_len < 1:
+        raise ValueError(f"max_model_len: expected a positive int, got {max_model_len}")
+    if not isinstance(preshuffle, bool):
+        raise TypeError(f"preshuffle: expected a bool, got {type(preshuffle).__name__}")
+
+    batch, next_n, heads, head_dim = q.shape
+    num_blocks, kv_block, kv_heads, row_bytes = kv_cache.shape
+    dims = Dims(batch, next_n, heads, head_dim, kv_block, num_blocks, block_table.shape[1])
+    if batch < 1 or next_n < 1 or heads < 1:
+        raise ValueError(f"q: expected a non-empty [B, next_n, H, D] tensor, got shape {tuple(q.shape)}")
+    if head_dim < 16 or head_dim % 16 != 0:
+        raise ValueError(f"q: head dim D must be a positive multiple of 16, got {head_dim}")
+    if kv_heads != 1 or row_bytes != head_dim + PACKED_SCALE_BYTES or kv_block < 1 or num_blocks < 1:
+        raise ValueError(
+            f"kv_cache: expected shape [num_blocks, KVB, 1, D+4] = [*, *, 1, {head_dim + PACKED_SCALE_BYTES}]"
+            f" with D={head_dim} from q, got {tuple(kv_cache.shape)}"
+        )
+    if preshuffle and kv_block % PRESHUFFLE_TILE != 0:
+        raise ValueError(f"preshuffle: needs a kv_cache block size KVB divisible by 16, got KVB={kv_block}")
+    _check_shape("weights", weights, (batch * next_n, heads), "[B*next_n, H]")
+    _check_shape("context_lens", context_lens, (batch,), "[B]")
+    if block_table.shape[0] != batch or block_table.shape[1] < 1:
+        raise ValueError(f"block_table: expected shape [B={batch}, max_blocks], got {tuple(block_table.shape)}")
+    if next_n_lens is not None:
+        _check_shape("next_n_lens", next_n_lens, (batch,), "[B]")
+    if out is not None and (out.shape[0] != batch * next_n or out.shape[1] != max_model_len):
+        raise ValueError(
+            f"out: expected shape [B*next_n, max_model_len] = [{batch * next_n}, {max_model_len}],"
+            f" got {tuple(out.shape)}"
+        )
+    devices = {t.device for t in (q, kv_cache, weights, context_lens, block_table, next_n_lens, out) if t is not None}
+    if len(devices) != 1:
+        raise ValueError(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")
+    if check_values:
+        _check_values(dims, context_lens, block_table, max_model_len, next_n_lens)
+    return dims
+
+
+def _check_tensor(name, tensor, dtype, *, rank, rows_may_stride=False):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.dtype != dtype:
+        raise TypeError(f"{name}: expected dtype {dtype}, got {tensor.dtype}")
+    if tensor.dim() != rank:
+        raise ValueError(f"{name}: expected a rank-{rank} tensor, got shape {tuple(tensor.shape)}")
+    addressable = tensor.stride(-1) == 1 if rows_may_stride else tensor.is_contiguous()
+    if not addressable:
+        layout = "unit stride in its last dimension" if rows_may_stride else "a contiguous tensor"
+        raise ValueError(f"{name}: the kernel needs {layout}, got strides {tensor.stride()}")
+
+
+def _check_shape(name, tensor, expected, spelled):
+    if tuple(tensor.shape) != expected:
+        raise ValueError(f"{name}: expected shape {spelled} = {list(expected)}, got {tuple(tensor.shape)}")
+
+
+def _check_values(dims, context_lens, block_table, max_model_len, next_n_lens):
+    lens = context_lens.to("cpu", torch.int64)
+    live = next_n_lens.to("cpu", torch.int64) if next_n_lens is not None else torch.full_like(lens, dims.next_n)
+    if next_n_lens is not None:
+        bad = (live < 1) | (live > dims.next_n)
+        if bad.any():
+            b = int(bad.nonzero()[0])
+            raise ValueError(f"next_n_lens: expected 1 <= next_n_lens[b] <= next_n={dims.next_n}, got {int(live[b])} at b={b}")
+    bad = (lens < live) | (lens > max_model_len) | (lens > dims.max_blocks * dims.kv_block)
+    if bad.any():
+        b = int(bad.nonzero()[0])
+        raise ValueError(
+            f"context_lens: expected next_n_lens[b]={int(live[b])} <= context_lens[b] <= min(max_model_len={max_model_len},"
+            f" max_blocks*KVB={dims.max_blocks * dims.kv_block}), got {int(lens[b])} at b={b}"
+        )
+    table = block_table.to("cpu", torch.int64)
+    used = torch.arange(dims.max_blocks)[None, :] < (lens[:, None] + dims.kv_block - 1) // dims.kv_block
+    bad = used & ((table < 0) | (table >= dims.num_blocks))
+    if bad.any():
+        b, j = (int(i) for i in bad.nonzero()[0])
+        raise ValueError(
+            f"block_table: entries a sequence uses must lie in [0, num_blocks={dims.num_blocks}),"
+            f" got {int(table[b, j])} at [{b}, {j}]"
+        )

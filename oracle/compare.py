@@ -1,0 +1,63 @@
+"""The comparison gate: the -inf mask exactly, then every finite cell within its own bound.
+
+A global similarity score lets one wrong column pass; this gate names the worst cell.
+"""
+
+import torch
+
+# float32 accumulation of fp8 products (tensor cores keep fewer bits) stays far inside this
+# fraction of a cell's absolute-value sum; a localized bug moves a cell by a sizeable part of it.
+RELATIVE_TOLERANCE = 2.0**-10
+
+
+class LogitsMismatch(AssertionError):
+    """The kernel's logits differ from the reference."""
+
+
+def compare_logits(
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    magnitude: torch.Tensor,
+    rtol: float = RELATIVE_TOLERANCE,
+) -> None:
+    """Raise LogitsMismatch naming the worst cell (row, column, got, expected) on any difference."""
+    if tuple(got.shape) != tuple(expected.shape):
+        raise LogitsMismatch(f"shape: got {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    got = got.detach().to("cpu", torch.float64)
+    expected = expected.to(torch.float64)
+
+    nan = torch.isnan(got)
+    if nan.any():
+        row, col = _first(nan)
+        raise LogitsMismatch(
+            f"{int(nan.sum())} NaN cell(s); first at row {row}, column {col} (expected {expected[row, col].item()})"
+        )
+
+    masked_expected = expected == float("-inf")
+    masked_got = got == float("-inf")
+    wrong_mask = masked_expected != masked_got
+    if wrong_mask.any():
+        row, col = _first(wrong_mask)
+        raise LogitsMismatch(
+            f"-inf mask differs in {int(wrong_mask.sum())} cell(s); first at row {row}, column {col}:"
+            f" got {got[row, col].item()}, expected {expected[row, col].item()}"
+        )
+
+    finite = ~masked_expected
+    bound = rtol * magnitude + torch.finfo(torch.float32).tiny
+    excess = torch.where(finite, (got - expected).abs() / bound, torch.zeros_like(got))
+    if not torch.isfinite(excess).all() or excess.max() > 1.0:
+        excess = torch.nan_to_num(excess, nan=float("inf"))
+        worst = int(torch.argmax(excess))
+        row, col = divmod(worst, got.shape[1])
+        count = int((excess > 1.0).sum())
+        raise LogitsMismatch(
+            f"{count} finite cell(s) out of tolerance; worst at row {row}, column {col}:"
+            f" got {got[row, col].item()!r}, expected {expected[row, col].item()!r},"
+            f" |diff| {abs(got[row, col].item() - expected[row, col].item()):.3e} > bound {bound[row, col].item():.3e}"
+        )
+
+
+def _first(mask: torch.Tensor) -> tuple[int, int]:
+    row, col = mask.nonzero()[0].tolist()
+    return row, col

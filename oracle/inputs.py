@@ -1,0 +1,172 @@
+"""Input builders shared by every test and benchmark: random data, never zeros.
+
+- per-token fp8 quantization (scale = amax / 448),
+- the co-packed cache layout (``KVB*D`` key bytes, then ``KVB`` float32 scales, per block),
+  block-flat or preshuffled (``shuffle_weight(16, 16)``),
+- a block pool sized from the blocks the batch needs and handed out as a random
+  permutation, so no physical block serves two logical blocks; block-table entries no
+  sequence uses hold out-of-range ids, so a kernel that reads one is caught.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+FP8_MAX = 448.0
+PRESHUFFLE_TILE = 16
+SCALE_BYTES = 4
+
+
+@dataclass
+class OpInputs:
+    """Everything ``fp8_paged_mqa_logits`` takes, plus what the oracle needs to know."""
+
+    q: torch.Tensor  # [B, next_n, H, D] fp8
+    kv_cache: torch.Tensor  # [num_blocks, KVB, 1, D+4] uint8
+    weights: torch.Tensor  # [B*next_n, H] f32
+    context_lens: torch.Tensor  # [B] i32
+    block_table: torch.Tensor  # [B, max_blocks] i32
+    max_model_len: int
+    next_n_lens: torch.Tensor | None  # [B] i32
+    preshuffle: bool
+
+    def op_args(self) -> tuple:
+        return (self.q, self.kv_cache, self.weights, self.context_lens, self.block_table, self.max_model_len)
+
+    def op_kwargs(self) -> dict:
+        return {"next_n_lens": self.next_n_lens, "preshuffle": self.preshuffle}
+
+    def to(self, device) -> "OpInputs":
+        def move(t):
+            return None if t is None else t.to(device)
+
+        return OpInputs(
+            move(self.q), move(self.kv_cache), move(self.weights), move(self.context_lens),
+            move(self.block_table), self.max_model_len, move(self.next_n_lens), self.preshuffle,
+        )
+
+
+def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [..., D] float -> (fp8 e4m3 [..., D], float32 scale [...]) with x ~= fp8 * scale."""
+    amax = x.abs().amax(dim=-1).float().clamp(min=1e-12)
+    scale = amax / FP8_MAX
+    quantized = (x.float() / scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return quantized, scale
+
+
+def preshuffle_keys(key_bytes: torch.Tensor) -> torch.Tensor:
+    """[n, KVB, D] bytes in token order -> [n, KVB*D] with byte (t, d) at
+    (t//16)*16*D + (d//16)*256 + (t%16)*16 + d%16."""
+    n, kv_block, head_dim = key_bytes.shape
+    tiles = key_bytes.reshape(n, kv_block // PRESHUFFLE_TILE, PRESHUFFLE_TILE, head_dim // PRESHUFFLE_TILE, PRESHUFFLE_TILE)
+    return tiles.permute(0, 1, 3, 2, 4).reshape(n, kv_block * head_dim)
+
+
+def unshuffle_keys(shuffled: torch.Tensor, kv_block: int, head_dim: int) -> torch.Tensor:
+    """Inverse of ``preshuffle_keys``: [n, KVB*D] -> [n, KVB, D]."""
+    n = shuffled.shape[0]
+    tiles = shuffled.reshape(n, kv_block // PRESHUFFLE_TILE, head_dim // PRESHUFFLE_TILE, PRESHUFFLE_TILE, PRESHUFFLE_TILE)
+    return tiles.permute(0, 1, 3, 2, 4).reshape(n, kv_block, head_dim)
+
+
+def pack_blocks(keys: torch.Tensor, scales: torch.Tensor, preshuffle: bool) -> torch.Tensor:
+    """keys [n, KVB, D] fp8, scales [n, KVB] f32 -> co-packed blocks [n, KVB, 1, D+4] uint8."""
+    n, kv_block, head_dim = keys.shape
+    key_bytes = keys.view(torch.uint8)
+    key_bytes = preshuffle_keys(key_bytes) if preshuffle else key_bytes.reshape(n, kv_block * head_dim)
+    scale_bytes = scales.to(torch.float32).contiguous().view(torch.uint8).reshape(n, kv_block * SCALE_BYTES)
+    return torch.cat([key_bytes, scale_bytes], dim=1).reshape(n, kv_block, 1, head_dim + SCALE_BYTES)
+
+
+def unpack_blocks(blocks: torch.Tensor, preshuffle: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Co-packed blocks [n, KVB, 1, D+4] -> (keys [n, KVB, D] fp8, scales [n, KVB] f32)."""
+    n, kv_block, _, row_bytes = blocks.shape
+    head_dim = row_bytes - SCALE_BYTES
+    flat = blocks.reshape(n, kv_block * row_bytes)
+    key_bytes = flat[:, : kv_block * head_dim]
+    if preshuffle:
+        key_bytes = unshuffle_keys(key_bytes, kv_block, head_dim)
+    keys = key_bytes.reshape(n, kv_block, head_dim).view(torch.float8_e4m3fn)
+    scales = flat[:, kv_block * head_dim:].contiguous().view(torch.float32).reshape(n, kv_block)
+    return keys, scales
+
+
+def random_keys(num_tokens: int, head_dim: int, generator: torch.Generator) -> torch.Tensor:
+    """Float keys whose magnitude varies from token to token, so per-token scales matter."""
+    magnitude = torch.exp(torch.randn(num_tokens, 1, generator=generator))
+    return torch.randn(num_tokens, head_dim, generator=generator) * magnitude
+
+
+def block_pool(
+    context_lens: list[int],
+    kv_block: int,
+    max_blocks: int,
+    generator: torch.Generator,
+    min_pool_bytes: int = 0,
+    block_bytes: int = 1,
+) -> tuple[torch.Tensor, int]:
+    """A block table whose used entries are a random permutation of distinct physical blocks.
+
+    Returns (block_table [B, max_blocks] i32, num_blocks). The pool holds exactly the blocks
+    the batch needs, after ``min_pool_bytes`` of blocks no sequence uses: every used block
+    then starts past that offset (a pool over 2 GiB needs 64-bit offsets).
+    Entries no sequence uses hold ids outside the pool.
+    """
+    needed = [-(-ctx // kv_block) for ctx in context_lens]
+    total = sum(needed)
+    num_blocks = total + -(-min_pool_bytes // block_bytes)
+    ids = torch.randperm(total, generator=generator) + (num_blocks - total)
+    table = torch.randint(num_blocks, 2**31 - 1, (len(context_lens), max_blocks), generator=generator)
+    start = 0
+    for b, count in enumerate(needed):
+        table[b, :count] = ids[start:start + count]
+        start += count
+    return table.to(torch.int32), num_blocks
+
+
+def make_inputs(
+    *,
+    batch: int,
+    next_n: int,
+    heads: int,
+    head_dim: int,
+    kv_block: int,
+    preshuffle: bool,
+    context_lens: list[int],
+    max_model_len: int,
+    next_n_lens: list[int] | None,
+    seed: int,
+    spare_blocks_per_row: int = 2,
+    min_pool_bytes: int = 0,
+) -> OpInputs:
+    """Random inputs for one call of the op; the same seed gives the same tensors."""
+    if len(context_lens) != batch or (next_n_lens is not None and len(next_n_lens) != batch):
+        raise ValueError("make_inputs: one context length (and next_n length) per sequence")
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, next_n, heads, head_dim, generator=generator).to(torch.float8_e4m3fn)
+    weights = torch.randn(batch * next_n, heads, generator=generator)
+
+    max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
+    block_bytes = kv_block * (head_dim + SCALE_BYTES)
+    table, num_blocks = block_pool(context_lens, kv_block, max_blocks, generator, min_pool_bytes, block_bytes)
+
+    if min_pool_bytes:
+        kv_cache = torch.empty(num_blocks, kv_block, 1, head_dim + SCALE_BYTES, dtype=torch.uint8)
+    else:
+        kv_cache = torch.randint(0, 256, (num_blocks, kv_block, 1, head_dim + SCALE_BYTES), dtype=torch.uint8,
+                                 generator=generator)
+    for b, ctx in enumerate(context_lens):
+        blocks = table[b, : -(-ctx // kv_block)].long()
+        keys, scales = quantize_per_token(random_keys(len(blocks) * kv_block, head_dim, generator))
+        kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)
+
+    return OpInputs(
+        q=q,
+        kv_cache=kv_cache,
+        weights=weights,
+        context_lens=torch.tensor(context_lens, dtype=torch.int32),
+        block_table=table,
+        max_model_len=max_model_len,
+        next_n_lens=None if next_n_lens is None else torch.tensor(next_n_lens, dtype=torch.int32),
+        preshuffle=preshuffle,
+    )

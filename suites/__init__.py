@@ -1,0 +1,1 @@
+"""Case suites: curated (every pull request) and exhaustive (nightly)."""

@@ -1,0 +1,154 @@
+"""The oracle gate fails on wrong answers, and the input builders are honest."""
+
+import pytest
+import torch
+
+from kernel import fp8_paged_mqa_logits
+from oracle import (
+    LogitsMismatch,
+    compare_logits,
+    make_inputs,
+    pack_blocks,
+    preshuffle_keys,
+    quantize_per_token,
+    reference_logits,
+    unpack_blocks,
+)
+from oracle.inputs import FP8_MAX, block_pool
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=True,
+                       context_lens=[70, 33], max_model_len=96, next_n_lens=[2, 1], seed=3)
+
+
+@pytest.fixture(scope="module")
+def reference(inputs):
+    return reference_logits(inputs)
+
+
+@pytest.fixture(scope="module")
+def kernel_out(inputs):
+    return fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs())
+
+
+def test_gate_passes_the_kernel(kernel_out, reference):
+    compare_logits(kernel_out, *reference)
+
+
+def test_gate_names_one_wrong_finite_cell(kernel_out, reference):
+    expected, magnitude = reference
+    bad = kernel_out.clone()
+    bad[2, 17] += 0.01 * magnitude[2, 17].item()
+    with pytest.raises(LogitsMismatch, match=r"1 finite cell\(s\) out of tolerance; worst at row 2, column 17: got"):
+        compare_logits(bad, expected, magnitude)
+
+
+def test_gate_catches_one_wrong_column_a_global_metric_passes(kernel_out, reference):
+    expected, magnitude = reference
+    bad = kernel_out.clone()
+    bad[:, 5] *= 1.05
+    finite = torch.isfinite(expected)
+    x, y = bad.double()[finite], expected[finite]
+    similarity = 2 * (x * y).sum() / (x * x + y * y).sum()
+    assert 1 - similarity < 1e-3, "a calc_diff-style global metric would let this column pass"
+    with pytest.raises(LogitsMismatch, match="column 5"):
+        compare_logits(bad, expected, magnitude)
+
+
+def test_gate_catches_a_finite_cell_where_minus_inf_belongs(kernel_out, reference):
+    expected, magnitude = reference
+    bad = kernel_out.clone()
+    bad[0, 69] = 0.5  # row 0 (sequence 0, ctx 70, 2 live rows) sees positions 0..68
+    with pytest.raises(LogitsMismatch, match=r"-inf mask differs in 1 cell\(s\); first at row 0, column 69"):
+        compare_logits(bad, expected, magnitude)
+
+
+def test_gate_catches_minus_inf_where_a_value_belongs(kernel_out, reference):
+    expected, magnitude = reference
+    bad = kernel_out.clone()
+    bad[2, 0] = float("-inf")
+    with pytest.raises(LogitsMismatch, match="row 2, column 0"):
+        compare_logits(bad, expected, magnitude)
+
+
+def test_gate_catches_nan_and_shape(kernel_out, reference):
+    expected, magnitude = reference
+    bad = kernel_out.clone()
+    bad[1, 2] = float("nan")
+    with pytest.raises(LogitsMismatch, match="NaN"):
+        compare_logits(bad, expected, magnitude)
+    with pytest.raises(LogitsMismatch, match="shape"):
+        compare_logits(kernel_out[:, :-1], expected, magnitude)
+
+
+def test_reference_mask_follows_the_causal_rule(inputs, reference):
+    expected, _ = reference
+    # sequence 0: ctx 70, 2 live rows; sequence 1: ctx 33, 1 live row of 2
+    assert torch.isfinite(expected[0, :69]).all() and torch.isinf(expected[0, 69:]).all()
+    assert torch.isfinite(expected[1, :70]).all() and torch.isinf(expected[1, 70:]).all()
+    assert torch.isfinite(expected[2, :33]).all() and torch.isinf(expected[2, 33:]).all()
+    assert torch.isinf(expected[3]).all()
+
+
+def test_preshuffle_places_each_byte_where_the_layout_says():
+    kv_block, head_dim = 32, 64
+    tokens = torch.arange(kv_block)[:, None].expand(kv_block, head_dim)
+    channels = torch.arange(head_dim)[None, :].expand(kv_block, head_dim)
+    code = (tokens * head_dim + channels)[None]  # a distinct value per (t, d)
+    shuffled = preshuffle_keys(code)[0]
+    for t in (0, 5, 16, 31):
+        for d in (0, 15, 16, 63):
+            assert shuffled[(t // 16) * 16 * head_dim + (d // 16) * 256 + (t % 16) * 16 + d % 16] == t * head_dim + d
+
+
+@pytest.mark.parametrize("preshuffle", [False, True])
+def test_pack_unpack_round_trip(preshuffle):
+    generator = torch.Generator().manual_seed(0)
+    keys, scales = quantize_per_token(torch.randn(3, 16, 64, generator=generator))
+    blocks = pack_blocks(keys, scales, preshuffle)
+    assert blocks.shape == (3, 16, 1, 68) and blocks.dtype == torch.uint8
+    flat = blocks.reshape(3, -1)
+    assert torch.equal(flat[:, 16 * 64:].contiguous().view(torch.float32), scales)
+    got_keys, got_scales = unpack_blocks(blocks, preshuffle)
+    assert torch.equal(got_keys.view(torch.uint8), keys.view(torch.uint8))
+    assert torch.equal(got_scales, scales)
+
+
+def test_quantization_scale_is_amax_over_448():
+    x = torch.randn(5, 128, generator=torch.Generator().manual_seed(1)) * 3
+    quantized, scale = quantize_per_token(x)
+    assert torch.allclose(scale, x.abs().amax(dim=1) / FP8_MAX)
+    assert quantized.float().abs().amax(dim=1).eq(FP8_MAX).all()
+    assert ((quantized.float() * scale[:, None] - x).abs() <= x.abs() * 2**-3 + 1e-6).all()
+
+
+def test_inputs_are_never_zeros(inputs):
+    assert (inputs.q.float() != 0).any(dim=-1).all()
+    assert (inputs.weights != 0).all()
+    for b, ctx in enumerate(inputs.context_lens.tolist()):
+        blocks = inputs.block_table[b, : -(-ctx // 16)].long()
+        keys, scales = unpack_blocks(inputs.kv_cache[blocks], preshuffle=True)
+        assert (keys.float() != 0).any(dim=-1).all()
+        assert (scales > 0).all()
+
+
+def test_block_pool_never_shares_a_block_and_marks_unused_entries():
+    generator = torch.Generator().manual_seed(5)
+    lens = [100, 1, 64, 65]
+    table, num_blocks = block_pool(lens, 16, 9, generator)
+    used = [table[b, : -(-ctx // 16)] for b, ctx in enumerate(lens)]
+    ids = torch.cat(used)
+    assert num_blocks == len(ids) == len(set(ids.tolist()))
+    assert ((ids >= 0) & (ids < num_blocks)).all()
+    assert sorted(ids.tolist()) != ids.tolist(), "blocks should be handed out as a random permutation"
+    for b, ctx in enumerate(lens):
+        assert (table[b, -(-ctx // 16):] >= num_blocks).all()
+
+
+def test_large_pool_puts_used_blocks_past_2gib():
+    generator = torch.Generator().manual_seed(5)
+    table, num_blocks = block_pool([64], 64, 2, generator, min_pool_bytes=2**31 + 1, block_bytes=64 * 132)
+    assert num_blocks * 64 * 132 > 2**31
+    assert int(table[0, 0]) * 64 * 132 >= 2**31 + 1
