@@ -18,6 +18,6 @@ if not torch.cuda.is_available() and "TRITON_INTERPRET" not in os.environ:
         )
     os.environ["TRITON_INTERPRET"] = "1"
 
-from kernel.paged_mqa_logits import fp8_paged_mqa_logits  # noqa: E402
+from kernel.paged_mqa_logits import Launch, fp8_paged_mqa_logits, plan_launch  # noqa: E402
 
-__all__ = ["fp8_paged_mqa_logits"]
+__all__ = ["Launch", "fp8_paged_mqa_logits", "plan_launch"]

@@ -14,6 +14,8 @@ context. The query rows of every next_n slot and every head are stacked as the M
 single fp8 dot, so each key byte is read once per sequence whatever next_n is.
 """
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -139,7 +141,49 @@ def _paged_mqa_logits_kernel(
         tl.store(out_row_ptrs + offs_p[None, :], neg_inf, mask=fill_mask)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One launch of the kernel: what ``fp8_paged_mqa_logits`` runs, and what an offline
+    compile of the same configuration needs."""
+
+    grid: tuple[int, int]
+    args: tuple  # runtime arguments, in the kernel's order
+    constexprs: dict
+    options: dict  # num_warps, num_stages
+    out: torch.Tensor
+
+    def run(self) -> torch.Tensor:
+        _paged_mqa_logits_kernel[self.grid](*self.args, **self.constexprs, **self.options)
+        return self.out
+
+
 def fp8_paged_mqa_logits(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    weights: torch.Tensor,
+    context_lens: torch.Tensor,
+    block_table: torch.Tensor,
+    max_model_len: int,
+    *,
+    next_n_lens: torch.Tensor | None = None,
+    preshuffle: bool = False,
+    out: torch.Tensor | None = None,
+    validate: bool = True,
+    **tuning,
+) -> torch.Tensor:
+    """Logits of every cached token for each query row; ``-inf`` outside the causal window.
+
+    ``validate=False`` skips the checks that read tensor values (lengths, block-table
+    entries) and so cost a host sync; shape, dtype and layout checks always run. The tuning
+    knobs (``num_splits``, ``block_n``, ``num_warps``, ``num_stages``) never change the result.
+    """
+    return plan_launch(
+        q, kv_cache, weights, context_lens, block_table, max_model_len,
+        next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, validate=validate, **tuning,
+    ).run()
+
+
+def plan_launch(
     q: torch.Tensor,
     kv_cache: torch.Tensor,
     weights: torch.Tensor,
@@ -155,13 +199,8 @@ def fp8_paged_mqa_logits(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
-) -> torch.Tensor:
-    """Logits of every cached token for each query row; ``-inf`` outside the causal window.
-
-    ``validate=False`` skips the checks that read tensor values (lengths, block-table
-    entries) and so cost a host sync; shape, dtype and layout checks always run. The tuning
-    knobs (``num_splits``, ``block_n``, ``num_warps``, ``num_stages``) never change the result.
-    """
+) -> Launch:
+    """Check the inputs, choose the tuning, allocate ``out``: everything short of launching."""
     dims = check_inputs(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
         next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, check_values=validate,
@@ -169,13 +208,13 @@ def fp8_paged_mqa_logits(
     tuning = resolve_tuning(dims, q.device, num_splits, block_n, num_warps, num_stages)
     if out is None:
         out = torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32, device=q.device)
-
-    grid = (dims.batch, tuning.num_splits)
-    _paged_mqa_logits_kernel[grid](
+    args = (
         q, kv_cache, weights, context_lens,
         context_lens if next_n_lens is None else next_n_lens,
         block_table, out,
         max_model_len, block_table.stride(0), out.stride(0), tuning.num_splits,
+    )
+    constexprs = dict(
         NEXT_N=dims.next_n,
         NEXT_N_PAD=tuning.next_n_pad,
         HEADS=dims.heads,
@@ -185,6 +224,6 @@ def fp8_paged_mqa_logits(
         PRESHUFFLE=preshuffle,
         HAS_NEXT_N_LENS=next_n_lens is not None,
         NUM_STAGES=tuning.num_stages,
-        num_warps=tuning.num_warps,
     )
-    return out
+    options = dict(num_warps=tuning.num_warps)
+    return Launch((dims.batch, tuning.num_splits), args, constexprs, options, out)

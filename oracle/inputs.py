@@ -93,8 +93,9 @@ def unpack_blocks(blocks: torch.Tensor, preshuffle: bool) -> tuple[torch.Tensor,
 
 def random_keys(num_tokens: int, head_dim: int, generator: torch.Generator) -> torch.Tensor:
     """Float keys whose magnitude varies from token to token, so per-token scales matter."""
-    magnitude = torch.exp(torch.randn(num_tokens, 1, generator=generator))
-    return torch.randn(num_tokens, head_dim, generator=generator) * magnitude
+    device = generator.device
+    magnitude = torch.exp(torch.randn(num_tokens, 1, generator=generator, device=device))
+    return torch.randn(num_tokens, head_dim, generator=generator, device=device) * magnitude
 
 
 def block_pool(
@@ -115,8 +116,9 @@ def block_pool(
     needed = [-(-ctx // kv_block) for ctx in context_lens]
     total = sum(needed)
     num_blocks = total + -(-min_pool_bytes // block_bytes)
-    ids = torch.randperm(total, generator=generator) + (num_blocks - total)
-    table = torch.randint(num_blocks, 2**31 - 1, (len(context_lens), max_blocks), generator=generator)
+    device = generator.device
+    ids = torch.randperm(total, generator=generator, device=device) + (num_blocks - total)
+    table = torch.randint(num_blocks, 2**31 - 1, (len(context_lens), max_blocks), generator=generator, device=device)
     start = 0
     for b, count in enumerate(needed):
         table[b, :count] = ids[start:start + count]
@@ -138,23 +140,25 @@ def make_inputs(
     seed: int,
     spare_blocks_per_row: int = 2,
     min_pool_bytes: int = 0,
+    device: str | torch.device = "cpu",
 ) -> OpInputs:
-    """Random inputs for one call of the op; the same seed gives the same tensors."""
+    """Random inputs for one call of the op, drawn on ``device``; the same seed and device
+    give the same tensors."""
     if len(context_lens) != batch or (next_n_lens is not None and len(next_n_lens) != batch):
         raise ValueError("make_inputs: one context length (and next_n length) per sequence")
-    generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(batch, next_n, heads, head_dim, generator=generator).to(torch.float8_e4m3fn)
-    weights = torch.randn(batch * next_n, heads, generator=generator)
+    generator = torch.Generator(device).manual_seed(seed)
+    q = torch.randn(batch, next_n, heads, head_dim, generator=generator, device=device).to(torch.float8_e4m3fn)
+    weights = torch.randn(batch * next_n, heads, generator=generator, device=device)
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
     table, num_blocks = block_pool(context_lens, kv_block, max_blocks, generator, min_pool_bytes, block_bytes)
 
     if min_pool_bytes:
-        kv_cache = torch.empty(num_blocks, kv_block, 1, head_dim + SCALE_BYTES, dtype=torch.uint8)
+        kv_cache = torch.empty(num_blocks, kv_block, 1, head_dim + SCALE_BYTES, dtype=torch.uint8, device=device)
     else:
         kv_cache = torch.randint(0, 256, (num_blocks, kv_block, 1, head_dim + SCALE_BYTES), dtype=torch.uint8,
-                                 generator=generator)
+                                 generator=generator, device=device)
     for b, ctx in enumerate(context_lens):
         blocks = table[b, : -(-ctx // kv_block)].long()
         keys, scales = quantize_per_token(random_keys(len(blocks) * kv_block, head_dim, generator))
@@ -164,9 +168,9 @@ def make_inputs(
         q=q,
         kv_cache=kv_cache,
         weights=weights,
-        context_lens=torch.tensor(context_lens, dtype=torch.int32),
+        context_lens=torch.tensor(context_lens, dtype=torch.int32, device=device),
         block_table=table,
         max_model_len=max_model_len,
-        next_n_lens=None if next_n_lens is None else torch.tensor(next_n_lens, dtype=torch.int32),
+        next_n_lens=None if next_n_lens is None else torch.tensor(next_n_lens, dtype=torch.int32, device=device),
         preshuffle=preshuffle,
     )

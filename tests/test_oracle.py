@@ -29,8 +29,9 @@ def reference(inputs):
 
 
 @pytest.fixture(scope="module")
-def kernel_out(inputs):
-    return fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs())
+def kernel_out(inputs, device):
+    on_device = inputs.to(device)
+    return fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
 
 
 def test_gate_passes_the_kernel(kernel_out, reference):

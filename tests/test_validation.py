@@ -11,11 +11,19 @@ from oracle import make_inputs
 SENTINEL = 1234.5
 
 
+@pytest.fixture(autouse=True)
+def _on_device(device, monkeypatch):
+    monkeypatch.setitem(_DEVICE, "name", device)
+
+
+_DEVICE = {"name": "cpu"}
+
+
 def _inputs(**overrides):
     spec = dict(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
                 context_lens=[40, 21], max_model_len=64, next_n_lens=[2, 1], seed=7)
     spec.update(overrides)
-    return make_inputs(**spec)
+    return make_inputs(**spec).to(_DEVICE["name"])
 
 
 def _call(inputs, out=None, **kwargs):
@@ -26,7 +34,7 @@ def _call(inputs, out=None, **kwargs):
 
 def _fresh_out(inputs):
     rows = inputs.q.shape[0] * inputs.q.shape[1]
-    return torch.full((rows, inputs.max_model_len), SENTINEL)
+    return torch.full((rows, inputs.max_model_len), SENTINEL, device=inputs.q.device)
 
 
 def _expect_rejected(inputs, error, argument, out=None, **kwargs):
@@ -108,20 +116,22 @@ def test_preshuffle_needs_blocks_of_16():
 @pytest.mark.parametrize("lens, why", [([65, 21], "past max_model_len"), ([1, 21], "shorter than next_n")])
 def test_context_lens_out_of_range(lens, why):
     inputs = _inputs()
-    bad = _with(inputs, context_lens=torch.tensor(lens, dtype=torch.int32))
+    bad = _with(inputs, context_lens=torch.tensor(lens, dtype=torch.int32, device=inputs.q.device))
     _expect_rejected(bad, ValueError, "context_lens")
 
 
 def test_context_longer_than_block_table():
     inputs = _inputs(max_model_len=200)
-    bad = _with(inputs, context_lens=torch.tensor([inputs.block_table.shape[1] * 16 + 1, 21], dtype=torch.int32))
+    lens = torch.tensor([inputs.block_table.shape[1] * 16 + 1, 21], dtype=torch.int32, device=inputs.q.device)
+    bad = _with(inputs, context_lens=lens)
     _expect_rejected(bad, ValueError, "context_lens")
 
 
 @pytest.mark.parametrize("lens", [[0, 1], [3, 1]])
 def test_next_n_lens_out_of_range(lens):
     inputs = _inputs()
-    _expect_rejected(_with(inputs, next_n_lens=torch.tensor(lens, dtype=torch.int32)), ValueError, "next_n_lens")
+    lens = torch.tensor(lens, dtype=torch.int32, device=inputs.q.device)
+    _expect_rejected(_with(inputs, next_n_lens=lens), ValueError, "next_n_lens")
 
 
 @pytest.mark.parametrize("entry", [-1, "num_blocks"])
@@ -156,12 +166,12 @@ def test_non_contiguous(argument):
 
 def test_out_of_wrong_shape():
     inputs = _inputs()
-    _expect_rejected(inputs, ValueError, "out", out=torch.full((4, 63), SENTINEL))
+    _expect_rejected(inputs, ValueError, "out", out=torch.full((4, 63), SENTINEL, device=inputs.q.device))
 
 
 def test_out_of_wrong_dtype():
     inputs = _inputs()
-    out = torch.full((4, 64), SENTINEL, dtype=torch.float64)
+    out = torch.full((4, 64), SENTINEL, dtype=torch.float64, device=inputs.q.device)
     _expect_rejected(inputs, TypeError, "out", out=out)
 
 
@@ -179,7 +189,7 @@ def test_bad_tuning_knob(knob, value):
 
 def test_validate_false_skips_value_checks_only():
     inputs = _inputs()
-    bad_values = _with(inputs, next_n_lens=torch.tensor([0, 1], dtype=torch.int32))
+    bad_values = _with(inputs, next_n_lens=torch.tensor([0, 1], dtype=torch.int32, device=inputs.q.device))
     _call(bad_values, validate=False)  # values unchecked: no host sync, no error
     bad_shape = _with(inputs, weights=inputs.weights[:-1].contiguous())
     _expect_rejected(bad_shape, ValueError, "weights", validate=False)

@@ -1,0 +1,1 @@
+"""Benchmarks and tuning sweeps of the kernel on a CUDA device."""

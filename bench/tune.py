@@ -1,0 +1,68 @@
+"""Sweep the launcher's tuning knobs on benchmark shapes and print each setting's time.
+
+    python -m bench.tune [--shapes NAME ...] [--block-n 32 64 128] [--num-warps 4 8]
+                         [--num-stages 1 2 3 4] [--num-splits 0 8 16]
+
+Every setting is checked against the first setting's output (bitwise: the knobs must never
+change the result) before it is timed. ``--num-splits 0`` means the launcher's own choice.
+"""
+
+import argparse
+import itertools
+import sys
+
+import torch
+
+from bench.paged_mqa_bench import ROTATIONS, SHAPES, build, bytes_moved, copy_bandwidth, time_call
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="*", default=["b64-nn1-ctx32k", "b64-nn2-ctx32k", "b64-nn1-ctx8k"])
+    parser.add_argument("--block-n", nargs="*", type=int, default=[64])
+    parser.add_argument("--num-warps", nargs="*", type=int, default=[4, 8])
+    parser.add_argument("--num-stages", nargs="*", type=int, default=[1, 2, 3])
+    parser.add_argument("--num-splits", nargs="*", type=int, default=[0])
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: tuning needs a CUDA device", file=sys.stderr)
+        return 2
+    from kernel import fp8_paged_mqa_logits
+
+    known = {s.name: s for s in SHAPES}
+    device = torch.device("cuda")
+    bandwidth = copy_bandwidth(device)
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (read+write)")
+    for name in args.shapes:
+        shape = known[name]
+        inputs = [build(shape, seed, device) for seed in range(ROTATIONS)]
+        moved = bytes_moved(inputs[0])
+        reference = None
+        results = []
+        for block_n, warps, stages, splits in itertools.product(args.block_n, args.num_warps, args.num_stages,
+                                                                args.num_splits):
+            knobs = dict(block_n=block_n, num_warps=warps, num_stages=stages, num_splits=splits or None)
+            try:
+                out = fp8_paged_mqa_logits(*inputs[0].op_args(), **inputs[0].op_kwargs(), **knobs)
+            except Exception as error:  # a setting the compiler rejects (registers, shared memory)
+                print(f"{name:<28} {knobs}: failed: {type(error).__name__}: {str(error)[:120]}")
+                continue
+            if reference is None:
+                reference = out
+            elif not torch.equal(out.view(torch.int32), reference.view(torch.int32)):
+                print(f"{name:<28} {knobs}: RESULT DIFFERS from the first setting")
+                return 1
+            calls = [(lambda i=i, k=knobs: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), validate=False, **k))
+                     for i in inputs]
+            us = time_call(calls, reps_ms=150)
+            results.append((us, knobs))
+            print(f"{name:<28} {str(knobs):<80} {us:8.1f} us {100 * moved / (us * 1e-6) / bandwidth:5.1f}%")
+        best_us, best = min(results, key=lambda r: r[0])
+        print(f"BEST {name:<23} {best} {best_us:.1f} us {100 * moved / (best_us * 1e-6) / bandwidth:.1f}% of copy")
+        del inputs
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
