@@ -1,0 +1,1 @@
+"""Mutation testing for GPU kernels: operators, bug catalog, runner, scorer and CLI."""

@@ -1,0 +1,233 @@
+"""The bug catalog: named bugs a kernel engineer fears, each pinned to its site by a matcher.
+
+A bug is found by what the code says, not by a line number, so it survives edits around it.
+Each matcher must find exactly one site inside the kernel; anything else is an error when
+the catalog loads, never a silently skipped bug. ``exposed_by`` names what a suite needs to
+contain for the bug to show.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, Mutant, read_source
+from mutants.operators import in_kernel_scope
+
+
+class CatalogError(ValueError):
+    """A catalog entry does not pin exactly one site in the kernel."""
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    description: str
+    exposed_by: str
+    site: m.BaseMatcherNode
+    mutate: Callable[[cst.CSTNode], cst.CSTNode]
+    path: str = KERNEL_FILES[0]
+
+
+def _names(*names: str) -> m.BaseMatcherNode:
+    """An expression that mentions every one of ``names``."""
+    return m.MatchIfTrue(lambda node: set(names) <= _mentioned(node))
+
+
+def _mentioned(node: cst.CSTNode) -> set[str]:
+    found = set()
+
+    class Collect(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+    node.visit(Collect())
+    return found
+
+
+def _expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def _call(name: str) -> m.BaseMatcherNode:
+    return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name(name)))
+
+
+def _with_operator(operator: cst.BaseCompOp):
+    def change(node: cst.Comparison) -> cst.Comparison:
+        target = node.comparisons[0]
+        return node.with_changes(comparisons=[target.with_changes(operator=operator)])
+
+    return change
+
+
+def _keep_arg(index: int):
+    def change(node: cst.Call) -> cst.BaseExpression:
+        return node.args[index].value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+    return change
+
+
+def _replace_with(code: str):
+    return lambda node: _expr(code)
+
+
+CATALOG: tuple[Bug, ...] = (
+    Bug(
+        name="swapped-layout-strides",
+        description="preshuffled keys addressed with block-flat strides and the other way round",
+        exposed_by="layout: preshuffle and block-flat",
+        site=m.If(test=m.Name("PRESHUFFLE")),
+        mutate=lambda node: node.with_changes(test=_expr("not PRESHUFFLE")),
+    ),
+    Bug(
+        name="causal-off-by-one",
+        description="the causal mask hides the last visible position (< instead of <=)",
+        exposed_by="any context",
+        site=m.Comparison(
+            left=_names("offs_p"),
+            comparisons=[m.ComparisonTarget(operator=m.LessThanEqual(), comparator=_names("causal_bound"))],
+        ),
+        mutate=_with_operator(cst.LessThan()),
+    ),
+    Bug(
+        name="dropped-tail-clamp",
+        description="positions past the context index block-table entries the sequence does not own",
+        exposed_by="kv_block < block_n with a context ending mid-tile",
+        site=_call("minimum") & m.Call(args=[m.Arg(m.Name("offs_p")), m.Arg(_names("context_len"))]),
+        mutate=_keep_arg(0),
+    ),
+    Bug(
+        name="wrong-block-table-index",
+        description="the block-table column is the tile index, not the block the tile lies in",
+        exposed_by="block_n < kv_block (several tiles per block)",
+        site=m.BinaryOperation(operator=m.FloorDivide(), left=m.BinaryOperation(
+            left=m.Name("tile"), operator=m.Multiply(), right=m.Name("BLOCK_N")), right=m.Name("KV_BLOCK")),
+        mutate=_replace_with("tile"),
+    ),
+    Bug(
+        name="dropped-kv-scale",
+        description="the per-token key scale is never applied",
+        exposed_by="any context (scales differ per token)",
+        site=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply(), right=_names("scales")),
+        mutate=lambda node: node.left,
+    ),
+    Bug(
+        name="wrong-head-weight",
+        description="every next_n slot reads the head weights of slot 0",
+        exposed_by="next_n >= 2",
+        site=m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("load")),
+                    args=[m.Arg(m.BinaryOperation(left=m.Name("weights_ptr"))), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(
+            args=[node.args[0].with_changes(value=_expr("weights_ptr + pid_b * NEXT_N * HEADS + offs_r % HEADS")),
+                  *node.args[1:]]),
+    ),
+    Bug(
+        name="floor-split",
+        description="tiles per split rounded down: the last tiles of a sequence are never computed",
+        exposed_by="splits not dividing the tile count (split x context)",
+        site=_call("cdiv") & m.Call(args=[m.Arg(m.Name("context_tiles")), m.Arg(m.Name("num_splits"))]),
+        mutate=_replace_with("context_tiles // num_splits"),
+    ),
+    Bug(
+        name="batch-blind-output-row",
+        description="every sequence writes the output rows of sequence 0",
+        exposed_by="batch >= 2",
+        site=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("pid_b"), operator=m.Multiply(),
+                                                      right=m.Name("NEXT_N")),
+                               operator=m.Add(), right=m.Name("offs_m")),
+        mutate=lambda node: node.right,
+    ),
+    Bug(
+        name="next-n-blind-causal-bound",
+        description="every query row sees the whole context, as if next_n were 1",
+        exposed_by="next_n >= 2",
+        site=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("context_len"), operator=m.Subtract(),
+                                                      right=m.Name("live_rows")),
+                               operator=m.Add(), right=m.Name("offs_m")),
+        mutate=_replace_with("context_len - 1 + 0 * offs_m"),
+    ),
+    Bug(
+        name="ragged-row-bound-off-by-one",
+        description="the first dead row of a ragged next_n sequence is treated as live",
+        exposed_by="ragged next_n_lens",
+        site=m.Comparison(left=m.Name("offs_m"),
+                          comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name("live_rows"))]),
+        mutate=_with_operator(cst.LessThanEqual()),
+    ),
+    Bug(
+        name="program-offset-in-tiles",
+        description="program s starts at tile s instead of s * tiles_per_split",
+        exposed_by="several tiles per program (multi-tile context x splits)",
+        site=m.BinaryOperation(left=m.Name("pid_s"), operator=m.Multiply(), right=m.Name("tiles_per_split")),
+        mutate=lambda node: node.left,
+    ),
+    Bug(
+        name="wrong-preshuffle-group-stride",
+        description="16-token groups of a preshuffled block placed 256 bytes apart instead of 16*D",
+        exposed_by="preshuffle with kv_block >= 32 (several token groups per block)",
+        site=m.BinaryOperation(left=m.BinaryOperation(left=_names("slot"), operator=m.Multiply(), right=m.Integer("16")),
+                               operator=m.Multiply(), right=m.Name("HEAD_DIM")),
+        mutate=lambda node: node.with_changes(right=cst.Integer("16")),
+    ),
+)
+
+
+def _sites(module: cst.Module, bug: Bug) -> list[cst.CSTNode]:
+    """Nodes matching the bug's site inside kernel functions, outermost first."""
+    found = []
+
+    class Find(m.MatcherDecoratableVisitor):
+        def __init__(self):
+            super().__init__()
+            self.depth = 0
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if in_kernel_scope(node):
+                self.depth += 1
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            if in_kernel_scope(node):
+                self.depth -= 1
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if self.depth and m.matches(node, bug.site):
+                found.append(node)
+            return super().on_visit(node)
+
+    module.visit(Find())
+    return found
+
+
+def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALOG) -> list[Mutant]:
+    """One mutant per bug; CatalogError when a bug's site is missing or ambiguous."""
+    mutants = []
+    sources = {}
+    for bug in catalog:
+        original = sources.setdefault(bug.path, read_source(bug.path, root))
+        wrapper = MetadataWrapper(cst.parse_module(original), unsafe_skip_copy=True)
+        module = wrapper.module
+        sites = _sites(module, bug)
+        if len(sites) != 1:
+            where = ", ".join(f"line {wrapper.resolve(PositionProvider)[s].start.line}" for s in sites) or "nowhere"
+            raise CatalogError(f"catalog bug {bug.name!r} must match exactly one site in {bug.path}; matched {where}")
+        site = sites[0]
+        replacement = bug.mutate(site)
+        mutated = module.deep_replace(site, replacement)
+        position = wrapper.resolve(PositionProvider)[site].start
+        mutants.append(Mutant(
+            id=bug.name,
+            origin="catalog",
+            path=bug.path,
+            line=position.line,
+            column=position.column,
+            before=module.code_for_node(site),
+            after=module.code_for_node(replacement),
+            description=bug.description,
+            exposed_by=bug.exposed_by,
+            source=mutated.code,
+        ))
+    return mutants

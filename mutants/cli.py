@@ -1,0 +1,288 @@
+"""kmut: does the suite catch the bugs that matter?
+
+    kmut list [--mutants SET]
+    kmut show ID [--mutants SET]
+    kmut run [--suite curated|exhaustive] [--mutants SET] [--matrix] [--jobs N] [--device cpu|cuda]
+             [--fail-under PCT] [--json FILE] [--html FILE]
+    kmut report [same selection as run] [--fail-under PCT] [--json FILE] [--html FILE]
+    kmut minimize [--suite ...] [--mutants SET] [--device ...]
+
+SET is catalog (the named bugs, default), generic, gpu, operators (generic and GPU) or all.
+Results live in a store (default .mutants/results.sqlite): a run resumes where an earlier
+one stopped and never re-runs a finished mutant of an unchanged kernel and suite.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE = 0, 1, 2, 3
+MUTANT_SETS = ("catalog", "generic", "gpu", "operators", "all")
+
+
+class UsageError(Exception):
+    """A one-line error for the user; never a traceback."""
+
+
+def _percentage(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kmut", description="Mutation testing for the fp8 paged MQA logits kernel.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def selection(p, *, with_suite=True):
+        p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
+                       help="which mutants: the bug catalog (default), operator sets, or all")
+        if with_suite:
+            p.add_argument("--suite", dest="suite", choices=("curated", "exhaustive"), default="curated")
+            p.add_argument("--device", dest="device", choices=("cpu", "cuda"), default=None,
+                           help="where cases run (default: cuda when available, else cpu)")
+            p.add_argument("--matrix", dest="matrix", action="store_true",
+                           help="run every case against every mutant (the full kill matrix)")
+            p.add_argument("--store", dest="store", type=Path, default=Path(".mutants/results.sqlite"))
+
+    def outputs(p):
+        p.add_argument("--fail-under", dest="fail_under", type=_percentage, default=None,
+                       help="exit 1 when the score is below this percentage")
+        p.add_argument("--json", dest="json", type=Path, default=None,
+                       help="write the report in the mutation-testing-elements schema")
+        p.add_argument("--html", dest="html", type=Path, default=None, help="write a self-contained HTML report")
+        p.add_argument("--quiet", dest="quiet", action="store_true", help="no per-mutant table, only the summary")
+
+    selection(commands.add_parser("list", help="list the mutants"), with_suite=False)
+    show = commands.add_parser("show", help="show one mutant as a unified diff")
+    show.add_argument("mutant_id", metavar="ID")
+    selection(show, with_suite=False)
+
+    run = commands.add_parser("run", help="run mutants against a suite and report")
+    selection(run)
+    outputs(run)
+    run.add_argument("--jobs", dest="jobs", type=_positive, default=None,
+                     help="workers side by side (default: one per core on cpu, one per GPU on cuda)")
+    run.add_argument("--no-classify", dest="classify", action="store_false",
+                     help="skip classifying mutants by their compiled code before running them")
+
+    report = commands.add_parser("report", help="report stored results")
+    selection(report)
+    outputs(report)
+
+    minimize = commands.add_parser("minimize", help="the smallest case subset that keeps every kill (needs --matrix results)")
+    selection(minimize)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as error:
+        print(f"kmut: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("kmut: interrupted; finished mutants are in the store and the next run resumes", file=sys.stderr)
+        return 130
+
+
+# -- commands --
+
+def cmd_list(args) -> int:
+    mutants = _mutants(args.mutant_set)
+    for mutant in mutants:
+        change = f"{_one_line(mutant.before)} -> {_one_line(mutant.after)}"
+        print(f"{mutant.id:<34} {mutant.path}:{mutant.line:<4} {change[:90]}")
+    print(f"{len(mutants)} mutants ({args.mutant_set})")
+    return EXIT_OK
+
+
+def cmd_show(args) -> int:
+    from mutants.mutant import read_source
+
+    mutant = _find(args.mutant_id, args.mutant_set)
+    print(f"{mutant.id}: {mutant.description}")
+    if mutant.exposed_by:
+        print(f"exposed by: {mutant.exposed_by}")
+    print(mutant.diff(read_source(mutant.path)), end="")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from mutants.runner import BaselineError, Runner, progress_printer
+
+    device = _device(args.device)
+    cases = _cases(args.suite)
+    mutants = _mutants(args.mutant_set)
+    store, scope = _open(args, device, create=True)
+    jobs = args.jobs or _default_jobs(device)
+    progress = progress_printer()
+    started = time.monotonic()
+    run_id = store.start_run(scope, args.mutant_set, [c.id for c in cases])
+    runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress)
+    try:
+        print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device}, {jobs} worker(s)",
+              file=sys.stderr)
+        try:
+            runner.baseline()
+        except BaselineError as error:
+            print(f"kmut: baseline: {error}", file=sys.stderr)
+            return EXIT_BASELINE
+        classified = runner.classify(mutants, jobs=jobs, progress=progress) if args.classify else 0
+        executed = len(runner.run(mutants, matrix=args.matrix))
+    finally:
+        runner.close()
+    store.finish_run(run_id, time.monotonic() - started, executed, classified)
+    return _report(args, store, scope, mutants, cases)
+
+
+def cmd_report(args) -> int:
+    device = _device(args.device)
+    store, scope = _open(args, device, create=False)
+    return _report(args, store, scope, _mutants(args.mutant_set), _cases(args.suite))
+
+
+def cmd_minimize(args) -> int:
+    from mutants.report import minimize
+
+    device = _device(args.device)
+    args.matrix = True
+    store, scope = _open(args, device, create=False)
+    scored = _scored(store, scope, _mutants(args.mutant_set), _cases(args.suite), args.mutant_set)
+    if not scored.complete:
+        raise UsageError(f"the store has no complete kill matrix for this selection; run `kmut run --matrix"
+                         f" --suite {args.suite} --mutants {args.mutant_set}` first")
+    kept, idle = minimize(scored)
+    print(f"{len(kept)} of {len(scored.case_ids)} cases keep every kill ({scored.counts['killed']} killed mutants):")
+    for case_id in kept:
+        print(f"  {case_id}")
+    print(f"{len(idle)} cases kill nothing" + (":" if idle else ""))
+    for case_id in idle:
+        print(f"  {case_id}")
+    return EXIT_OK
+
+
+COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_report, "minimize": cmd_minimize}
+
+
+# -- helpers --
+
+def _report(args, store, scope, mutants, cases) -> int:
+    from mutants.report import terminal_table
+
+    scored = _scored(store, scope, mutants, cases, args.mutant_set)
+    if not any(r for _, r in scored.rows):
+        raise UsageError(f"the store {args.store} has no results for suite {args.suite} on {scope.device}"
+                         f" ({scope.mode}); run `kmut run` first")
+    text = terminal_table(scored, show_survivors=True)
+    if args.quiet:
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(tuple(m.id + " " for m in mutants)))
+    print(text)
+    if args.json:
+        from mutants.report import mutation_testing_json
+
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(mutation_testing_json(scored), indent=1))
+    if args.html:
+        from mutants.html import html_report
+
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(html_report([scored]))
+    if args.fail_under is not None and (scored.score < args.fail_under or not scored.complete):
+        print(f"kmut: score {scored.score:.1f}% is below --fail-under {args.fail_under:g}%"
+              + ("" if scored.complete else " (or mutants were not run)"), file=sys.stderr)
+        return EXIT_BELOW_THRESHOLD
+    return EXIT_OK
+
+
+def _scored(store, scope, mutants, cases, mutant_set):
+    from mutants.report import Scored, score_rows
+
+    results = store.results(scope)
+    runs = [r for r in store.latest_runs() if (r["suite"], r["mode"], r["device"], r["mutant_set"], r["digest"])
+            == (scope.suite, scope.mode, scope.device, mutant_set, scope.digest)]
+    wall = runs[-1]["wall_seconds"] if runs else None
+    return Scored(scope.suite, scope.device, scope.mode, mutant_set, score_rows(mutants, results),
+                  [c.id for c in cases], wall)
+
+
+def _open(args, device, *, create: bool):
+    from mutants.mutant import source_digest
+    from mutants.store import Scope, Store
+
+    if not create and not args.store.exists():
+        raise UsageError(f"no result store at {args.store}; run `kmut run` first")
+    store = Store(args.store)
+    scope = Scope(args.suite, source_digest(), "matrix" if args.matrix else "first-kill", device)
+    return store, scope
+
+
+def _device(requested: str | None) -> str:
+    import torch
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device is visible")
+    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _default_jobs(device: str) -> int:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.device_count()
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _cases(suite: str):
+    from suites.cases import suite as load_suite
+
+    return load_suite(suite)
+
+
+def _mutants(mutant_set: str):
+    from mutants.catalog import CatalogError
+    from mutants.mutant import select_mutants
+
+    try:
+        return select_mutants(mutant_set)
+    except CatalogError as error:
+        raise UsageError(str(error)) from None
+
+
+def _find(mutant_id: str, mutant_set: str):
+    mutants = _mutants(mutant_set)
+    for mutant in mutants:
+        if mutant.id == mutant_id:
+            return mutant
+    if mutant_set != "all":
+        for mutant in _mutants("all"):
+            if mutant.id == mutant_id:
+                return mutant
+    raise UsageError(f"no mutant {mutant_id!r}; `kmut list --mutants all` lists them")
+
+
+def _one_line(code: str) -> str:
+    return " ".join(code.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""Scoring and reports: the terminal table, JSON in the mutation-testing-elements schema,
+the kill matrix and the smallest case subset that keeps every kill.
+
+score = killed / (all - equivalent - stillborn - duplicate)
+"""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from mutants.mutant import Mutant, read_source
+from mutants.runner import CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, STILLBORN, SURVIVED, TIMEOUT
+from mutants.store import Result
+
+CLASSIFIED = (STILLBORN, EQUIVALENT, DUPLICATE)
+
+# mutation-testing-elements statuses
+SCHEMA_STATUS = {
+    KILLED: "Killed",
+    SURVIVED: "Survived",
+    TIMEOUT: "Timeout",
+    CRASHED: "RuntimeError",
+    STILLBORN: "CompileError",
+    EQUIVALENT: "Ignored",
+    DUPLICATE: "Ignored",
+}
+
+
+@dataclass
+class Scored:
+    suite: str
+    device: str
+    mode: str
+    mutant_set: str
+    rows: list[tuple[Mutant, Result | None]]
+    case_ids: list[str]
+    wall_seconds: float | None = None
+    counts: Counter = field(default_factory=Counter)
+
+    def __post_init__(self):
+        self.counts = Counter(r.outcome if r else "not run" for _, r in self.rows)
+
+    @property
+    def scored_total(self) -> int:
+        return sum(self.counts[o] for o in (KILLED, SURVIVED, TIMEOUT, CRASHED))
+
+    @property
+    def score(self) -> float:
+        total = self.scored_total
+        return 100.0 * self.counts[KILLED] / total if total else 100.0
+
+    @property
+    def complete(self) -> bool:
+        return self.counts["not run"] == 0
+
+    @property
+    def mutants_per_minute(self) -> float | None:
+        if not self.wall_seconds:
+            return None
+        return 60.0 * len(self.rows) / self.wall_seconds
+
+    @property
+    def classified_share(self) -> float:
+        return sum(self.counts[o] for o in CLASSIFIED) / max(1, len(self.rows))
+
+    def survivors(self) -> list[tuple[Mutant, Result]]:
+        return [(m, r) for m, r in self.rows if r and r.outcome != KILLED and r.outcome not in CLASSIFIED]
+
+    def matrix(self) -> dict[str, set[str]]:
+        """case id -> the mutants it kills (only the cases that ran)."""
+        kills: dict[str, set[str]] = {case_id: set() for case_id in self.case_ids}
+        for mutant, result in self.rows:
+            if result:
+                for case_id in result.killed_by:
+                    kills.setdefault(case_id, set()).add(mutant.id)
+        return kills
+
+
+def score_rows(mutants: list[Mutant], results: dict[str, Result]) -> list[tuple[Mutant, Result | None]]:
+    return [(m, results.get(m.key)) for m in mutants]
+
+
+def terminal_table(scored: Scored, *, show_survivors: bool = True) -> str:
+    lines = []
+    title = (f"suite {scored.suite} on {scored.device} ({scored.mode}), mutants: {scored.mutant_set},"
+             f" {len(scored.case_ids)} cases")
+    lines.append(title)
+    lines.append("-" * len(title))
+    width = max([len(m.id) for m, _ in scored.rows] + [6])
+    lines.append(f"{'mutant':<{width}}  {'outcome':<10}  {'seconds':>7}  first killing case / why")
+    for mutant, result in scored.rows:
+        if result is None:
+            lines.append(f"{mutant.id:<{width}}  {'not run':<10}")
+            continue
+        why = result.killed_by[0] if result.killed_by else result.detail.splitlines()[0] if result.detail else ""
+        lines.append(f"{mutant.id:<{width}}  {result.outcome:<10}  {result.seconds:7.1f}  {why[:100]}")
+    lines.append("")
+    counts = ", ".join(f"{o} {scored.counts[o]}" for o in OUTCOMES if scored.counts[o])
+    if scored.counts["not run"]:
+        counts += f", not run {scored.counts['not run']}"
+    lines.append(f"outcomes: {counts}")
+    lines.append(f"score: {scored.score:.1f}% ({scored.counts[KILLED]} killed of {scored.scored_total};"
+                 f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case)")
+    if scored.mutants_per_minute:
+        lines.append(f"throughput: {scored.mutants_per_minute:.1f} mutants/minute"
+                     f" ({scored.wall_seconds:.0f} s wall for {len(scored.rows)} mutants)")
+    if show_survivors:
+        for mutant, result in scored.survivors():
+            original = read_source(mutant.path)
+            lines.append("")
+            lines.append(f"{result.outcome}: {mutant.id} — {mutant.description}")
+            lines.append(mutant.diff(original).rstrip())
+    return "\n".join(lines)
+
+
+def mutation_testing_json(scored: Scored) -> dict:
+    """The report in the mutation-testing-elements schema (version 2)."""
+    files: dict[str, dict] = {}
+    for mutant, result in scored.rows:
+        entry = files.setdefault(mutant.path, {"language": "python", "source": read_source(mutant.path), "mutants": []})
+        before_lines = mutant.before.split("\n")
+        end_line = mutant.line + len(before_lines) - 1
+        end_column = (mutant.column if len(before_lines) == 1 else 0) + len(before_lines[-1])
+        status = SCHEMA_STATUS[result.outcome] if result else "Pending"
+        reason = result.detail if result else "not run yet"
+        if result and result.outcome in CLASSIFIED:
+            reason = f"{result.outcome}: {result.detail}"
+        entry["mutants"].append({
+            "id": mutant.id,
+            "mutatorName": mutant.origin if mutant.origin != "catalog" else f"catalog:{mutant.id}",
+            "description": mutant.description,
+            "replacement": mutant.after,
+            "location": {"start": {"line": mutant.line, "column": mutant.column + 1},
+                         "end": {"line": end_line, "column": end_column + 1}},
+            "status": status,
+            "statusReason": reason[:2000],
+            "killedBy": list(result.killed_by) if result else [],
+            "coveredBy": list(result.case_results) if result else [],
+            "testsCompleted": len(result.case_results) if result else 0,
+            "duration": round(1000 * result.seconds) if result else 0,
+        })
+    return {
+        "schemaVersion": "2",
+        "thresholds": {"high": 90, "low": 70},
+        "projectRoot": ".",
+        "files": files,
+        "testFiles": {
+            "suites/test_logits.py": {"tests": [{"id": case_id, "name": case_id} for case_id in scored.case_ids]},
+        },
+        "framework": {"name": "kmut", "branding": {"homepageUrl": "https://pypi.org/project/paged-mqa-mutants/"}},
+    }
+
+
+def minimize(scored: Scored) -> tuple[list[str], list[str]]:
+    """Greedy set cover over the kill matrix: (cases kept, cases that kill nothing).
+
+    Keeps adding the case that kills the most mutants not yet covered, cheapest first on ties
+    (the order of the suite), until every killed mutant is covered.
+    """
+    kills = scored.matrix()
+    uncovered = set().union(*kills.values()) if kills else set()
+    kept = []
+    while uncovered:
+        best = max(scored.case_ids, key=lambda c: (len(kills.get(c, set()) & uncovered), -scored.case_ids.index(c)))
+        gained = kills.get(best, set()) & uncovered
+        if not gained:
+            break
+        kept.append(best)
+        uncovered -= gained
+    idle = [c for c in scored.case_ids if not kills.get(c)]
+    return kept, idle

@@ -1,0 +1,390 @@
+"""Running mutants: overlays, worker processes, timeouts, sanity gates.
+
+Order of a run:
+1. Sanity gates: the unmutated kernel passes every case (a failure re-runs to tell a broken
+   baseline from a flaky one, and either stops the run), and a deliberately wrong op is
+   caught. Per-case baseline times set each case's timeout.
+2. Mutants whose compiled code decides them (stillborn, equivalent, duplicate) are recorded
+   without running a case, when a classifier is given.
+3. Every other mutant runs in a worker, side by side, until its first failing case (or every
+   case, for the kill matrix). A hang is killed at its case's timeout; a worker that dies
+   (signal, abort) or leaves the device unusable is replaced. Each result is written to the
+   store as it arrives, so a killed run resumes where it stopped.
+"""
+
+import multiprocessing
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from pathlib import Path
+
+from mutants.mutant import KERNEL_PACKAGE, PROJECT_ROOT, Mutant
+from mutants.store import Result, Scope, Store
+from mutants.worker import ERROR, FAIL, PASS, STILLBORN, worker_main
+
+KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
+EQUIVALENT, DUPLICATE = "equivalent", "duplicate"
+OUTCOMES = (KILLED, SURVIVED, TIMEOUT, CRASHED, STILLBORN, EQUIVALENT, DUPLICATE)
+
+TIMEOUT_FACTOR = 5.0
+TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
+BASELINE_TIMEOUT = 600.0
+FLAKE_SAMPLE = 6
+
+
+class BaselineError(RuntimeError):
+    """The unmutated kernel does not pass the suite reliably, or a wrong op went unnoticed."""
+
+
+@dataclass
+class _Task:
+    mutant_id: str
+    overlay: str
+    cases: list[int]  # indices into the run's case list
+    stop_at_first_failure: bool
+    sabotage: bool = False
+
+
+@dataclass
+class _Progress:
+    """What one task has produced so far."""
+
+    task: _Task
+    results: dict[int, tuple[str, str, float]] = field(default_factory=dict)
+    current: int | None = None
+    deadline: float = float("inf")
+    started: float = field(default_factory=time.monotonic)
+
+
+class _Worker:
+    def __init__(self, context, device: str):
+        self.device = device
+        parent, child = context.Pipe()
+        self.conn = parent
+        self.process = context.Process(target=worker_main, args=(child, device), daemon=True)
+        self.process.start()
+        child.close()
+        self.progress: _Progress | None = None
+        message = self.conn.recv()
+        assert message == ("ready",), message
+
+    def submit(self, task: _Task, case_dicts: list[dict]) -> None:
+        self.progress = task.carried if isinstance(task, _Continuation) else _Progress(task)
+        self.progress.task = task
+        self.conn.send((task.overlay, [case_dicts[i] for i in task.cases], task.stop_at_first_failure, task.sabotage))
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            try:
+                self.conn.send(None)
+                self.process.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+class Runner:
+    def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
+                 progress=None, root: Path = PROJECT_ROOT):
+        self.cases = list(cases)
+        self.case_dicts = [c.as_dict() for c in self.cases]
+        self.case_ids = [c.id for c in self.cases]
+        self.device = device
+        self.jobs = max(1, jobs)
+        self.store = store
+        self.scope = scope
+        self.progress = progress
+        self.root = root
+        self.context = multiprocessing.get_context("spawn")
+        self.workdir = Path(tempfile.mkdtemp(prefix="kmut-overlays-"))
+        self.case_seconds: dict[str, float] = {}
+
+    def close(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- overlays --
+
+    def overlay(self, name: str, path: str | None = None, source: str | None = None) -> str:
+        """A directory holding a copy of the kernel package, with ``path`` replaced by ``source``."""
+        target = self.workdir / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(self.root / KERNEL_PACKAGE, target / KERNEL_PACKAGE,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        if path is not None:
+            (target / path).write_text(source)
+        return str(target)
+
+    # -- sanity gates --
+
+    def baseline(self) -> dict[str, float]:
+        stored = self.store.baseline(self.scope)
+        if set(stored) >= set(self.case_ids):
+            self.case_seconds = stored
+            return stored
+        original = self.overlay("original")
+        chunks = [list(range(i, len(self.cases), self.jobs)) for i in range(self.jobs)]
+        tasks = [_Task("<baseline>", original, chunk, False) for chunk in chunks if chunk]
+        outcomes = self._run_tasks(tasks, timeouts=True, label="baseline")
+        results = {i: r for progress in outcomes for i, r in progress.results.items()}
+        failing = [i for i in range(len(self.cases)) if results.get(i, (ERROR,))[0] != PASS]
+        sample = failing or list(range(0, len(self.cases), max(1, len(self.cases) // FLAKE_SAMPLE)))[:FLAKE_SAMPLE]
+        rerun = self._run_tasks([_Task("<baseline-rerun>", original, sample, False)], timeouts=True, label="")
+        again = rerun[0].results
+        if failing:
+            first = failing[0]
+            detail = results.get(first, (ERROR, "the worker died", 0.0))[1]
+            flaky = [i for i in failing if again.get(i, (ERROR,))[0] == PASS]
+            kind = "is flaky" if flaky else "fails"
+            raise BaselineError(
+                f"the unmutated kernel {kind} on {len(failing)} case(s); first {self.case_ids[first]}: {detail}")
+        flaky = [i for i in sample if again.get(i, (ERROR,))[0] != PASS]
+        if flaky:
+            raise BaselineError(f"the unmutated kernel is flaky: {self.case_ids[flaky[0]]} passed, then failed")
+        sabotaged = self._run_tasks([_Task("<sabotage>", original, [0], True, sabotage=True)], timeouts=True, label="")
+        if sabotaged[0].results.get(0, (PASS,))[0] != FAIL:
+            raise BaselineError("a deliberately wrong op passed the first case: the suite cannot detect a wrong answer")
+        self.case_seconds = {self.case_ids[i]: r[2] for i, r in results.items()}
+        self.store.save_baseline(self.scope, self.case_seconds)
+        return self.case_seconds
+
+    def timeout_for(self, case_index: int) -> float:
+        seconds = self.case_seconds.get(self.case_ids[case_index])
+        if seconds is None:
+            return BASELINE_TIMEOUT
+        return max(TIMEOUT_FLOOR.get(self.device, 30.0), TIMEOUT_FACTOR * seconds)
+
+    # -- classification by compiled code --
+
+    def classify(self, mutants: list[Mutant], *, jobs: int, progress=None) -> int:
+        """Record stillborn, equivalent and duplicate mutants without running a case.
+
+        Compiles every pending mutant for each compile-time configuration the suite uses;
+        returns how many were decided that way.
+        """
+        from mutants.compiled import classify, compile_targets
+        from mutants.mutant import read_source
+
+        done = self.store.finished_keys(self.scope)
+        pending = [m for m in mutants if m.key not in done]
+        if not pending:
+            return 0
+        targets = compile_targets(self.cases)
+        decided = 0
+        for path in sorted({m.path for m in pending}):
+            group = [m for m in pending if m.path == path]
+            report = (lambda done_, total: progress("compile", done_, total)) if progress else None
+            verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
+                                jobs=jobs, cache_dir=self.root / ".mutants" / "compile-cache", progress=report)
+            for mutant in group:
+                verdict = verdicts[mutant.id]
+                if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
+                    self.store.save(self.scope, Result(
+                        mutant_key=mutant.key, mutant_id=mutant.id, outcome=verdict.kind,
+                        detail=f"{verdict.artifact}: {verdict.detail}",
+                    ))
+                    decided += 1
+        return decided
+
+    # -- mutants --
+
+    def run(self, mutants: list[Mutant], *, matrix: bool) -> list[Result]:
+        """Run every mutant not already in the store; returns the new results."""
+        done = self.store.finished_keys(self.scope)
+        pending = [m for m in mutants if m.key not in done]
+        by_id = {m.id: m for m in pending}
+        results = []
+
+        def finished(progress: _Progress) -> None:
+            mutant = by_id[progress.task.mutant_id]
+            result = self._result(mutant, progress)
+            self.store.save(self.scope, result)
+            results.append(result)
+
+        tasks = [
+            _Task(m.id, "", list(range(len(self.cases))), not matrix)
+            for m in pending
+        ]
+        self._run_tasks(tasks, timeouts=True, label="mutants", on_done=finished, mutants=by_id)
+        return results
+
+    def _result(self, mutant: Mutant, progress: _Progress) -> Result:
+        by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
+        kinds = {r[0] for r in by_case.values()}
+        failing = [case_id for case_id, r in by_case.items() if r[0] == FAIL]
+        if failing:
+            outcome = KILLED
+        elif ERROR in kinds:
+            outcome = CRASHED
+        elif TIMEOUT in kinds:
+            outcome = TIMEOUT
+        elif STILLBORN in kinds:
+            outcome = STILLBORN
+        else:
+            outcome = SURVIVED
+        first_problem = next((f"{case_id}: {r[1]}" for case_id, r in by_case.items() if r[0] != PASS), "")
+        return Result(
+            mutant_key=mutant.key,
+            mutant_id=mutant.id,
+            outcome=outcome,
+            detail=first_problem,
+            killed_by=failing,
+            seconds=time.monotonic() - progress.started,
+            case_results={case_id: r[0] for case_id, r in by_case.items()},
+        )
+
+    # -- the scheduler --
+
+    def _run_tasks(self, tasks: list[_Task], *, timeouts: bool, label: str, on_done=None, mutants=None):
+        """Run tasks on up to ``jobs`` workers; returns the finished progress records.
+
+        A task whose worker hangs past its case's timeout or dies is finished as timeout or
+        crashed for that case; in matrix mode its remaining cases go on in a fresh worker.
+        """
+        queue = list(tasks)
+        finished: list[_Progress] = []
+        workers: list[_Worker] = []
+        total = len(tasks)
+        try:
+            while queue or any(w.progress for w in workers):
+                while queue and len([w for w in workers if w.progress]) < self.jobs:
+                    idle = next((w for w in workers if not w.progress), None)
+                    if idle is None:
+                        idle = _Worker(self.context, self._worker_device(len(workers)))
+                        workers.append(idle)
+                    task = queue.pop(0)
+                    if mutants is not None and not task.overlay:
+                        mutant = mutants[task.mutant_id]
+                        task.overlay = self.overlay(mutant.key, mutant.path, mutant.source)
+                    idle.submit(task, self.case_dicts)
+                busy = [w for w in workers if w.progress]
+                deadline = min(w.progress.deadline for w in busy)
+                wait_for = None if deadline == float("inf") or not timeouts else max(0.0, deadline - time.monotonic())
+                ready = wait([w.conn for w in busy], timeout=wait_for)
+                for worker in busy:
+                    progress = worker.progress
+                    if worker.conn in ready:
+                        try:
+                            message = worker.conn.recv()
+                        except (EOFError, OSError):
+                            worker.process.join(5)
+                            self._end(worker, workers, finished, on_done, mutants, ERROR,
+                                      f"worker died ({_signal_name(worker.process)})", queue)
+                            continue
+                        if message[0] == "start":
+                            progress.current = progress.task.cases[message[1]]
+                            progress.deadline = time.monotonic() + self.timeout_for(progress.current)
+                        elif message[0] == "case":
+                            _, index, result, text, seconds = message
+                            progress.results[progress.task.cases[index]] = (result, text, seconds)
+                            progress.current, progress.deadline = None, float("inf")
+                        elif message[0] == "done":
+                            worker.progress = None
+                            finished.append(progress)
+                            if on_done:
+                                on_done(progress)
+                            self._discard_overlay(progress.task, mutants)
+                            if not message[1]:
+                                workers.remove(worker)
+                                worker.kill()
+                            self._report(label, len(finished), total, finished)
+                    elif timeouts and time.monotonic() >= progress.deadline:
+                        seconds = self.timeout_for(progress.current)
+                        self._end(worker, workers, finished, on_done, mutants, TIMEOUT,
+                                  f"no answer within {seconds:.0f} s", queue)
+                        self._report(label, len(finished), total, finished)
+        finally:
+            for worker in workers:
+                worker.stop()
+        return finished
+
+    def _end(self, worker, workers, finished, on_done, mutants, result, text, queue) -> None:
+        """A worker hung or died in the middle of a task: record the case, replace the worker."""
+        progress = worker.progress
+        worker.progress = None
+        workers.remove(worker)
+        worker.kill()
+        case = progress.current if progress.current is not None else progress.task.cases[0]
+        progress.results[case] = (result, text, 0.0)
+        remaining = [i for i in progress.task.cases if i not in progress.results]
+        if remaining and not progress.task.stop_at_first_failure:
+            queue.insert(0, _Continuation(progress, remaining))
+            return
+        finished.append(progress)
+        if on_done:
+            on_done(progress)
+        self._discard_overlay(progress.task, mutants)
+
+    def _worker_device(self, index: int) -> str:
+        """CPU workers share the cores; CUDA workers are spread over the visible GPUs."""
+        if self.device != "cuda":
+            return self.device
+        import torch
+
+        return f"cuda:{index % max(1, torch.cuda.device_count())}"
+
+    def _discard_overlay(self, task, mutants) -> None:
+        if mutants is not None and task.overlay:
+            shutil.rmtree(task.overlay, ignore_errors=True)
+
+    def _report(self, label: str, done: int, total: int, finished: list[_Progress]) -> None:
+        if self.progress and label:
+            self.progress(label, done, total)
+
+
+class _Continuation(_Task):
+    """The rest of a matrix task after its worker hung or died: results carry over."""
+
+    def __init__(self, progress: _Progress, remaining: list[int]):
+        task = progress.task
+        super().__init__(task.mutant_id, task.overlay, remaining, task.stop_at_first_failure, task.sabotage)
+        self.carried = progress
+
+
+def _signal_name(process) -> str:
+    code = process.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        import signal
+
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def progress_printer(stream=sys.stderr):
+    """A progress bar on a terminal; a line every tenth of the way elsewhere."""
+    started = {}
+    last_tenth = {}
+
+    def show(label: str, done: int, total: int) -> None:
+        started.setdefault(label, time.monotonic())
+        elapsed = time.monotonic() - started[label]
+        eta = elapsed / done * (total - done) if done else 0.0
+        if stream.isatty():
+            width = 30
+            filled = int(width * done / max(total, 1))
+            stream.write(f"\r{label:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+                         f"  {elapsed:5.0f}s elapsed, ~{eta:4.0f}s left ")
+            if done == total:
+                stream.write("\n")
+            stream.flush()
+        else:
+            tenth = 10 * done // max(total, 1)
+            if tenth != last_tenth.get(label) or done == total:
+                last_tenth[label] = tenth
+                print(f"{label}: {done}/{total} ({elapsed:.0f}s elapsed, ~{eta:.0f}s left)", file=stream, flush=True)
+
+    return show

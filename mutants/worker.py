@@ -1,0 +1,136 @@
+"""The worker process: imports torch once, then runs cases against one mutant after another.
+
+Started with the ``spawn`` method (never ``fork``: torch's thread pools and CUDA do not
+survive a fork). Each task names an overlay directory that holds a full copy of the kernel
+package with one file mutated; the worker drops every ``kernel`` module it has imported and
+imports the package afresh from there, so the source tree is never the place a mutant lives.
+
+Messages to the parent, over a pipe:
+    ("ready",)
+    ("start", case_index)
+    ("case", case_index, result, message, seconds)   result: pass | fail | stillborn | error
+    ("done", healthy)
+"""
+
+import importlib
+import os
+import sys
+import time
+import traceback
+
+PASS, FAIL, STILLBORN, ERROR = "pass", "fail", "stillborn", "error"
+
+# Errors Triton raises while turning kernel source into code: the mutant does not compile.
+_COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}
+# The interpreter raises what a compile would reject (type and shape errors) while tracing,
+# wrapped in InterpreterError.
+_TRACE_ERROR_TYPES = (TypeError, NameError, AttributeError, ValueError)
+
+
+def configure_environment(device: str) -> str:
+    """Select Triton's CPU interpreter for CPU runs, the compiler and one GPU (``cuda:N``)
+    for CUDA runs; returns the torch device the cases use."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+        return "cpu"
+    os.environ["TRITON_INTERPRET"] = "0"
+    if device.startswith("cuda:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+    return "cuda"
+
+
+def load_op(overlay: str):
+    """Import the kernel package from ``overlay`` and return its op."""
+    for name in [m for m in sys.modules if m == "kernel" or m.startswith("kernel.")]:
+        del sys.modules[name]
+    sys.path.insert(0, overlay)
+    try:
+        importlib.invalidate_caches()
+        package = importlib.import_module("kernel")
+    finally:
+        sys.path.remove(overlay)
+    return package.fp8_paged_mqa_logits
+
+
+def classify_exception(error: BaseException) -> str:
+    if isinstance(error, AssertionError):
+        return FAIL
+    chain = []
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    for link in chain:
+        if type(link).__name__ in _COMPILE_ERROR_NAMES:
+            return STILLBORN
+        if type(link).__name__ == "InterpreterError" and isinstance(link.__cause__, _TRACE_ERROR_TYPES):
+            return STILLBORN
+    if any(isinstance(link, AssertionError) for link in chain):
+        return FAIL
+    return ERROR
+
+
+def _describe(error: BaseException) -> str:
+    lines = traceback.format_exception_only(type(error), error)
+    return "".join(lines).strip()[-2000:]
+
+
+def _healthy(device: str) -> bool:
+    if device == "cpu":
+        return True
+    import torch
+
+    try:
+        x = torch.arange(1024, device=device, dtype=torch.float32)
+        return float((x * 2).sum()) == 1024 * 1023.0 and torch.cuda.synchronize() is None
+    except Exception:
+        return False
+
+
+def worker_main(conn, device: str) -> None:
+    device = configure_environment(device)
+    import torch  # noqa: F401  (the expensive import, once per worker)
+
+    from suites.cases import Case
+    from suites.check import check_case
+
+    conn.send(("ready",))
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        overlay, case_dicts, stop_at_first_failure, sabotage = task
+        try:
+            op = load_op(overlay)
+        except Exception as error:
+            conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
+            conn.send(("done", True))
+            continue
+        if sabotage:
+            op = _sabotaged(op)
+        for index, fields in enumerate(case_dicts):
+            conn.send(("start", index))
+            started = time.perf_counter()
+            try:
+                check_case(Case(**fields), op, device)
+                result, message = PASS, ""
+            except Exception as error:
+                result, message = classify_exception(error), _describe(error)
+            conn.send(("case", index, result, message, time.perf_counter() - started))
+            if result != PASS and stop_at_first_failure:
+                break
+        conn.send(("done", _healthy(device)))
+
+
+def _sabotaged(op):
+    """The op with one output cell nudged: a failure every suite must detect."""
+
+    def wrong(*args, **kwargs):
+        out = op(*args, **kwargs)
+        finite = out.isfinite().nonzero()
+        if len(finite):
+            row, col = finite[len(finite) // 2].tolist()
+            out[row, col] = out[row, col] * 1.01 + 1.0
+        return out
+
+    return wrong
