@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
                        help="which mutants: the bug catalog (default), operator sets, or all")
         if with_suite:
-            p.add_argument("--suite", dest="suite", choices=("curated", "exhaustive"), default="curated")
+            p.add_argument("--suite", dest="suite", choices=("curated", "exhaustive", "smoke"), default="curated",
+                           help="curated (default), exhaustive (the nightly sweep) or smoke (three quick cases)")
             p.add_argument("--device", dest="device", choices=("cpu", "cuda"), default=None,
                            help="where cases run (default: cuda when available, else cpu)")
             p.add_argument("--matrix", dest="matrix", action="store_true",

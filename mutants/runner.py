@@ -94,7 +94,7 @@ class _Worker:
 
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
-                 progress=None, root: Path = PROJECT_ROOT):
+                 progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None):
         self.cases = list(cases)
         self.case_dicts = [c.as_dict() for c in self.cases]
         self.case_ids = [c.id for c in self.cases]
@@ -107,6 +107,7 @@ class Runner:
         self.context = multiprocessing.get_context("spawn")
         self.workdir = Path(tempfile.mkdtemp(prefix="kmut-overlays-"))
         self.case_seconds: dict[str, float] = {}
+        self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -161,7 +162,7 @@ class Runner:
         seconds = self.case_seconds.get(self.case_ids[case_index])
         if seconds is None:
             return BASELINE_TIMEOUT
-        return max(TIMEOUT_FLOOR.get(self.device, 30.0), TIMEOUT_FACTOR * seconds)
+        return max(self.timeout_floor, TIMEOUT_FACTOR * seconds)
 
     # -- classification by compiled code --
 

@@ -123,14 +123,14 @@ def worker_main(conn, device: str) -> None:
 
 
 def _sabotaged(op):
-    """The op with one output cell nudged: a failure every suite must detect."""
+    """The op with one output cell clearly wrong: a failure every suite must detect."""
 
     def wrong(*args, **kwargs):
         out = op(*args, **kwargs)
         finite = out.isfinite().nonzero()
         if len(finite):
             row, col = finite[len(finite) // 2].tolist()
-            out[row, col] = out[row, col] * 1.01 + 1.0
+            out[row, col] = out[row, col] * 2 + 1000.0
         return out
 
     return wrong

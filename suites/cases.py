@@ -154,7 +154,13 @@ def exhaustive() -> list[Case]:
     return _unique(c for c in cases if not (c.next_n == 1 and c.next_n_lens == "ragged"))
 
 
-SUITES = {"curated": curated, "exhaustive": exhaustive}
+def smoke() -> list[Case]:
+    """Three quick cases, for checking the mutation framework itself rather than the kernel."""
+    small = replace(BASE, heads=32, head_dim=64, block_n=16)
+    return [small, replace(small, kv_block=16, preshuffle=True), replace(small, next_n_lens="ragged", splits=3)]
+
+
+SUITES = {"curated": curated, "exhaustive": exhaustive, "smoke": smoke}
 
 
 def suite(name: str) -> list[Case]:
