@@ -222,8 +222,9 @@ def _scored(store, scope, mutants, cases, mutant_set):
     runs = [r for r in store.latest_runs() if (r["suite"], r["mode"], r["device"], r["mutant_set"], r["digest"])
             == (scope.suite, scope.mode, scope.device, mutant_set, scope.digest)]
     wall = runs[-1]["wall_seconds"] if runs else None
+    processed = (runs[-1]["executed"] + runs[-1]["classified"]) if runs else None
     return Scored(scope.suite, scope.device, scope.mode, mutant_set, score_rows(mutants, results),
-                  [c.id for c in cases], wall)
+                  [c.id for c in cases], wall, processed)
 
 
 def _open(args, device, *, create: bool):

@@ -34,6 +34,7 @@ class Scored:
     rows: list[tuple[Mutant, Result | None]]
     case_ids: list[str]
     wall_seconds: float | None = None
+    processed: int | None = None  # mutants the latest run decided (run or classified)
     counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self):
@@ -54,9 +55,9 @@ class Scored:
 
     @property
     def mutants_per_minute(self) -> float | None:
-        if not self.wall_seconds:
+        if not self.wall_seconds or not self.processed:
             return None
-        return 60.0 * len(self.rows) / self.wall_seconds
+        return 60.0 * self.processed / self.wall_seconds
 
     @property
     def classified_share(self) -> float:
@@ -102,7 +103,8 @@ def terminal_table(scored: Scored, *, show_survivors: bool = True) -> str:
                  f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case)")
     if scored.mutants_per_minute:
         lines.append(f"throughput: {scored.mutants_per_minute:.1f} mutants/minute"
-                     f" ({scored.wall_seconds:.0f} s wall for {len(scored.rows)} mutants)")
+                     f" ({scored.wall_seconds:.0f} s wall, baseline included, for the {scored.processed} mutants"
+                     f" this run decided)")
     if show_survivors:
         for mutant, result in scored.survivors():
             original = read_source(mutant.path)
