@@ -217,7 +217,7 @@ def run_facts(scored: Scored) -> str:
     classified = sum(scored.counts[o] for o in CLASSIFIED)
     if scored.mutants_per_minute:
         speed = (f"<b>{scored.mutants_per_minute:.1f}</b> mutants/minute "
-                 f"({scored.wall_seconds:.0f} s wall for {len(scored.rows)} mutants)")
+                 f"({scored.wall_seconds:.0f} s wall for the {scored.processed} mutants the run decided)")
     else:
         speed = "throughput not recorded"
     return (f"<div>{speed} · <b>{100 * scored.classified_share:.0f}%</b> classified without running a case "

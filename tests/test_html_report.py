@@ -90,7 +90,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def scored(suite: str = "curated", wall_seconds: float | None = 90.0) -> Scored:
-    return Scored(suite, "cuda", "matrix", "catalog", list(RESULTS.items()), list(CASES), wall_seconds)
+    return Scored(suite, "cuda", "matrix", "catalog", list(RESULTS.items()), list(CASES), wall_seconds, len(RESULTS))
 
 
 def section(page: str, heading_start: str) -> str:
@@ -123,7 +123,7 @@ def test_header_shows_score_counts_and_throughput(root):
     for count, outcome in ((2, "killed"), (1, "survived"), (1, "timeout"), (1, "crashed"), (1, "stillborn"),
                            (1, "equivalent"), (1, "duplicate"), (1, "not run")):
         assert f"<b>{count}</b>{outcome}</li>" in page
-    assert "<b>6.0</b> mutants/minute (90 s wall for 9 mutants)" in page
+    assert "<b>6.0</b> mutants/minute (90 s wall for the 9 mutants the run decided)" in page
     assert "<b>33%</b> classified without running a case (3 of 9)" in page
     assert "1 of 9 mutants have not run yet" in page
 
