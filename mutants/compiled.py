@@ -1,0 +1,659 @@
+"""Trivial compiler equivalence: classify mutants by their compiled code, running no case.
+
+Each mutant of the kernel module is compiled offline (``GPUTarget("cuda", 90, 32)``, no GPU
+needed) for every compile-time configuration the suite launches, and its machine code is
+compared with the original's (Papadakis et al., ICSE 2015). A mutant is
+
+- stillborn: some configuration does not compile, or the compiler process dies;
+- equivalent: every configuration gives the original's code;
+- duplicate: every configuration gives the code of an earlier, classifiable mutant;
+- distinct: otherwise, named by the first configuration whose code differs.
+
+The artifact compared is SASS, disassembled from the cubin with ``nvdisasm``. It is the last
+word on what runs: PTX still carries register numbering and instruction order that ptxas
+erases (swapping two independent statements, or ``a - b + c`` -> ``a + c - b``, changes
+this kernel's PTX and not its SASS), and the cubin adds ELF symbols, section names and
+attributes that say nothing about instructions. Disassembly costs about a third of a
+compile. The normalization keeps instruction lines, labels and section headers, and drops
+only
+
+- the ``/*0040*/`` address comments (branches name labels, so no operand is lost),
+- the kernel's name (section and symbol directives), and every other directive,
+
+so the comparison ignores names and source lines (``TRITON_DISABLE_LINE_INFO=1`` leaves no
+line table) and sees any change of an opcode, modifier, operand or predicate.
+
+Compiling runs in compiler processes of their own (subprocesses, never a fork of the
+caller), each serving one source after another: there ``TRITON_INTERPRET=0`` is set before
+triton is imported, and an LLVM abort, a segfault or a timeout is an outcome of the source
+being compiled (the process is replaced), not an exception here.
+"""
+
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+ARTIFACT = "sass"
+# bump when the artifact or its normalization changes: cached digests are then stale
+CACHE_FORMAT = 1
+GPU_TARGET = ("cuda", 90, 32)
+COMPILER_ENV = {"TRITON_INTERPRET": "0", "TRITON_DISABLE_LINE_INFO": "1"}
+# signals a compiler dies of by itself (an LLVM abort, a segfault), so the same source
+# dies again: unlike a SIGKILL from outside, such a death is cached
+COMPILER_CRASHES = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+ERROR_HEAD_LINES = 2
+ERROR_TAIL_LINES = 4
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# How target keys spell the kernel's constexprs and options, in key order; any other
+# constexpr is appended as NAME<value>.
+KEY_FIELDS = (
+    ("HEADS", "H"), ("HEAD_DIM", "D"), ("KV_BLOCK", "KVB"), ("PRESHUFFLE", None), ("BLOCK_N", "BN"),
+    ("NEXT_N", "NN"), ("NEXT_N_PAD", "P"), ("HAS_NEXT_N_LENS", "lens"), ("num_warps", "W"), ("NUM_STAGES", "S"),
+)
+
+# torch dtype name -> Triton's type name for a pointer to it (what the JIT's specializer emits)
+POINTEE_TYPES = {
+    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5", "float16": "fp16", "bfloat16": "bf16",
+    "float32": "fp32", "float64": "fp64", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "i1",
+}
+DIVISIBLE = "D"  # the JIT's mark for a pointer or int divisible by 16
+
+
+@dataclass(frozen=True)
+class CompileTarget:
+    key: str  # readable, stable, unique within a suite's targets
+    signature: tuple  # ((arg_name, triton_type), ...) runtime arguments, in parameter order
+    constexprs: tuple  # ((name, value), ...) constexpr parameters and runtime ints specialized to 1
+    attrs: tuple  # ((arg_name, "D"), ...) arguments the JIT marks 16-divisible
+    options: tuple  # ((name, value), ...) compile options: num_warps
+
+
+@dataclass(frozen=True)
+class Compiled:
+    target: str  # CompileTarget.key
+    ok: bool
+    digest: str  # sha256 of the normalized artifact ("" when not ok)
+    error: str  # the compile error, or how the compiler process died ("" when ok)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # "stillborn" | "equivalent" | "duplicate" | "distinct"
+    artifact: str
+    detail: str
+    duplicate_of: str | None = None
+
+
+# -- targets: what the JIT would compile for a suite --------------------------------------
+
+
+def compile_targets(cases, *, device: str | None = None) -> list[CompileTarget]:
+    """The distinct compiled kernels the suite's launches need, sorted by key.
+
+    Launches are planned on ``device`` (default: cuda when available, else cpu), as the
+    suite would run there: the launcher's own split count depends on the device, and a
+    split count of 1 or a multiple of 16 is a specialization of its own.
+    """
+    import torch
+
+    import kernel
+    from suites.check import build_inputs
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    targets: dict[str, CompileTarget] = {}
+    for case in cases:
+        # a pool past 2 GiB moves the used blocks, not the kernel's types or alignment
+        inputs = build_inputs(replace(case, pool="compact")).to(device)
+        launch = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), **case.tuning())
+        target = target_of_launch(launch)
+        if targets.setdefault(target.key, target) != target:
+            raise AssertionError(f"two different compile targets share the key {target.key}")
+    return [targets[key] for key in sorted(targets)]
+
+
+def target_of_launch(launch) -> CompileTarget:
+    runtime_names = _runtime_parameter_names(launch)
+    signature, constexprs, attrs, ones, divisible = [], [], [], [], []
+    for name, value in zip(runtime_names, launch.args, strict=True):
+        kind, spec = specialize(value)
+        if kind == "constexpr":
+            constexprs.append((name, value))
+            if value == 1:
+                ones.append(name)
+            continue
+        signature.append((name, kind))
+        if spec == DIVISIBLE:
+            attrs.append((name, DIVISIBLE))
+        if not kind.startswith("*") and spec == DIVISIBLE:
+            divisible.append(name)
+    constexprs += sorted(launch.constexprs.items())
+    options = tuple(sorted(launch.options.items()))
+    key = _target_key(dict(launch.constexprs), dict(options), signature, attrs, ones, divisible)
+    return CompileTarget(key, tuple(signature), tuple(constexprs), tuple(attrs), options)
+
+
+def specialize(value) -> tuple[str, str | None]:
+    """(type, specialization) as Triton's JIT derives them from one runtime argument: an
+    int equal to 1 becomes a constant; ints and pointers divisible by 16 are marked "D";
+    bools and floats are never specialized."""
+    if value is None:
+        return "constexpr", None
+    if isinstance(value, bool):
+        return "u1", None
+    if isinstance(value, int):
+        if value == 1:
+            return "constexpr", None
+        if -(2**31) <= value < 2**31:
+            kind = "i32"
+        elif 2**63 <= value < 2**64:
+            kind = "u64"
+        else:
+            kind = "i64"
+        return kind, DIVISIBLE if value % 16 == 0 else ""
+    if isinstance(value, float):
+        return "fp32", None
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        pointee = POINTEE_TYPES[str(value.dtype).removeprefix("torch.")]
+        return "*" + pointee, DIVISIBLE if value.data_ptr() % 16 == 0 else ""
+    raise TypeError(f"no Triton specialization known for a {type(value).__name__} argument")
+
+
+def _runtime_parameter_names(launch) -> list[str]:
+    """The launched kernel's parameters that are not constexprs, in order."""
+    import kernel.paged_mqa_logits as module
+
+    for value in vars(module).values():
+        names = getattr(value, "arg_names", None)
+        if names is None or not hasattr(value, "fn"):
+            continue
+        runtime = [n for n in names if n not in launch.constexprs]
+        if len(runtime) == len(launch.args) and set(launch.constexprs) <= set(names):
+            return runtime
+    raise LookupError("no @triton.jit kernel in kernel.paged_mqa_logits takes this launch's arguments")
+
+
+def _target_key(constexprs: dict, options: dict, signature, attrs, ones, divisible) -> str:
+    named = {**constexprs, **options}
+    parts = []
+    for name, short in KEY_FIELDS:
+        if name not in named:
+            continue
+        value = named.pop(name)
+        if name == "PRESHUFFLE":
+            parts.append("preshuffle" if value else "flat")
+        else:
+            parts.append(f"{short}{int(value) if isinstance(value, bool) else value}")
+    parts += [f"{name}{value}" for name, value in sorted(named.items())]
+    aligned = {name for name, _ in attrs}
+    marks = {
+        "one": ones,
+        "div16": divisible,
+        "unaligned": [n for n, kind in signature if kind.startswith("*") and n not in aligned],
+        "i64": [n for n, kind in signature if kind in ("i64", "u64")],
+    }
+    parts += [f"{mark}:{','.join(names)}" for mark, names in marks.items() if names]
+    return "-".join(parts)
+
+
+# -- compiling one source for many targets -------------------------------------------------
+
+
+def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path | None = None,
+                   timeout: float = 120.0) -> list[Compiled]:
+    """One outcome per target, in order. ``timeout`` bounds each target's compile (the first
+    also pays the compiler process's start). Outcomes are cached under ``cache_dir`` by
+    source, target, Triton version and artifact, except those that depend on the moment: a
+    timeout, a compiler killed from outside, the targets a dead compiler left behind."""
+    cache = _Cache(cache_dir, source)
+    known = {t.key: cache.get(t) for t in targets}
+    missing = [t for t in targets if known[t.key] is None]
+    if missing:
+        outcomes = _run_compiler(source, missing, timeout)
+        for target, (outcome, durable) in zip(missing, outcomes):
+            known[target.key] = outcome
+            if durable:
+                cache.put(target, outcome)
+        for target in missing[len(outcomes):]:
+            left = f"not compiled: the compiler process died on {outcomes[-1][0].target}"
+            known[target.key] = Compiled(target.key, False, "", left)
+        cache.save()
+    return [known[t.key] for t in targets]
+
+
+class _Cache:
+    """One JSON file per (source, Triton version, artifact): target id -> Compiled."""
+
+    def __init__(self, cache_dir: Path | None, source: str):
+        self.path = None
+        self.entries = {}
+        self.dirty = False
+        if cache_dir is None:
+            return
+        version = importlib.metadata.version("triton")
+        name = hashlib.sha256(f"{source}\0{version}\0{ARTIFACT}\0{CACHE_FORMAT}".encode()).hexdigest()
+        self.path = Path(cache_dir) / f"{name}.json"
+        if self.path.exists():
+            self.entries = json.loads(self.path.read_text())
+
+    @staticmethod
+    def _id(target: CompileTarget) -> str:
+        return hashlib.sha256(repr(target).encode()).hexdigest()
+
+    def get(self, target: CompileTarget) -> Compiled | None:
+        entry = self.entries.get(self._id(target))
+        return None if entry is None else Compiled(**entry)
+
+    def put(self, target: CompileTarget, outcome: Compiled) -> None:
+        if self.path is not None:
+            self.entries[self._id(target)] = asdict(outcome)
+            self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.entries, f)
+        os.replace(temporary, self.path)
+
+
+def _run_compiler(source: str, targets: list[CompileTarget], timeout: float) -> list[tuple[Compiled, bool]]:
+    """Compile in a fresh compiler process; returns (outcome, durable) per target compiled."""
+    compiler = _Compiler()
+    try:
+        return compiler.compile(source, targets, timeout)
+    finally:
+        compiler.close()
+
+
+class _Compiler:
+    """A compiler process that serves one source after another (it imports torch and triton
+    once), replaced when a source kills it or hangs it."""
+
+    def __init__(self):
+        self.process = None
+
+    def _start(self) -> None:
+        env = {**os.environ, **COMPILER_ENV}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        self.stderr = tempfile.TemporaryFile()
+        # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mutants.compiled"], cwd=PROJECT_ROOT, env=env, start_new_session=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+        )
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_pump, args=(self.process.stdout, self.lines), daemon=True).start()
+
+    def _discard(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.stderr.close()
+        self.process = None
+
+    def close(self) -> None:
+        if self.process is None:
+            return
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        self._discard()
+
+    def compile(self, source: str, targets: list[CompileTarget], timeout: float,
+                stop_unless: list[str] | None = None) -> list[tuple[Compiled, bool]]:
+        """(outcome, durable) per target compiled, in order. With ``stop_unless`` (a digest
+        per target) the compile stops after the first target that fails or differs from it;
+        a death or a timeout also ends the list early."""
+        if self.process is None:
+            self._start()
+        request = {"source": source, "targets": [asdict(t) for t in targets], "stop_unless": stop_unless}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):  # it died before reading: reported below as its death
+            pass
+        outcomes = []
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                self._discard()
+                key = targets[min(len(outcomes), len(targets) - 1)].key
+                outcomes.append((Compiled(key, False, "", f"timeout: no result in {timeout:g} s"), False))
+                return outcomes
+            if line is None:
+                self.process.wait()
+                self.stderr.seek(0)
+                death = _death(self.process.returncode, self.stderr.read().decode(errors="replace"))
+                crashed = -self.process.returncode in COMPILER_CRASHES
+                self._discard()
+                key = targets[min(len(outcomes), len(targets) - 1)].key
+                outcomes.append((Compiled(key, False, "", death), crashed))
+                return outcomes
+            message = json.loads(line)
+            if message.get("end"):
+                return outcomes
+            outcomes.append((Compiled(**message), True))
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _death(returncode: int, stderr: str) -> str:
+    if returncode < 0:
+        cause = f"compiler process killed by {signal.Signals(-returncode).name}"
+    else:
+        cause = f"compiler process exited with status {returncode}"
+    tail = [line for line in stderr.strip().splitlines() if line.strip()][-ERROR_TAIL_LINES:]
+    return "\n".join([cause, *tail])
+
+
+# -- classifying ------------------------------------------------------------------------------
+
+
+def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *, jobs: int = 2,
+             cache_dir: Path | None = None, progress=None, timeout: float = 120.0) -> dict[str, Verdict]:
+    """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
+
+    The original is compiled for every target. A mutant is compiled lazily, target after
+    target in an order that varies the configuration as much as possible, and stops at the
+    first target whose code differs from the original's: most mutants cost one compile, an
+    equivalent one costs them all. Mutants that agree with another on everything compiled
+    so far are compiled for every target, to settle whether they are duplicates.
+    """
+    if not targets:
+        raise ValueError("classify: no compile targets")
+    targets = diverse_order(targets)
+    reference = compile_source(original, targets, cache_dir=cache_dir, timeout=timeout)
+    failed = [c for c in reference if not c.ok]
+    if failed:
+        raise RuntimeError(
+            f"the original kernel does not compile for {len(failed)} of {len(targets)} targets,"
+            f" so no mutant can be classified; first: {failed[0].target}: {failed[0].error}"
+        )
+    original_code = [c.digest for c in reference]
+
+    by_source: dict[str, list[str]] = {}
+    for mutant_id, source in mutants.items():
+        by_source.setdefault(source, []).append(mutant_id)
+    local = threading.local()
+    compilers: list[_Compiler] = []
+
+    def compiler() -> _Compiler:
+        if not hasattr(local, "compiler"):
+            local.compiler = _Compiler()
+            compilers.append(local.compiler)
+        return local.compiler
+
+    def until_different(source: str) -> list[Compiled]:
+        return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
+
+    def everywhere(source: str) -> list[Compiled]:
+        return _compile_everywhere(compiler(), source, targets, cache_dir, timeout)
+
+    outcomes: dict[str, list[Compiled]] = {}
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = {pool.submit(until_different, source): source for source in by_source}
+            done = 0
+            for future in as_completed(futures):
+                source = futures[future]
+                outcomes[source] = future.result()
+                done += len(by_source[source])
+                if progress is not None:
+                    progress(done, len(mutants))
+            groups: dict[tuple, list[str]] = {}
+            for source, outcome in outcomes.items():
+                if outcome[-1].ok and [c.digest for c in outcome] != original_code:
+                    groups.setdefault(tuple(c.digest for c in outcome), []).append(source)
+            twins = [source for group in groups.values() if len(group) > 1 for source in group]
+            outcomes.update(zip(twins, pool.map(everywhere, twins)))
+    finally:
+        for each in compilers:
+            each.close()
+
+    first_with_code: dict[tuple, str] = {}
+    return {
+        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id)
+        for mutant_id, source in mutants.items()
+    }
+
+
+def diverse_order(targets: list[CompileTarget]) -> list[CompileTarget]:
+    """Targets reordered so that each next one differs most from those before it (farthest
+    point first, on the constexpr values): code that one configuration compiles away is met
+    by a configuration that keeps it within the first few targets."""
+    remaining = sorted(targets, key=lambda t: t.key)
+    ordered = [remaining.pop(0)]
+    while remaining:
+        def distance(target: CompileTarget) -> int:
+            return min(sum(a != b for a, b in zip(target.constexprs, o.constexprs)) for o in ordered)
+
+        best = max(remaining, key=distance)
+        remaining.remove(best)
+        ordered.append(best)
+    return ordered
+
+
+def _compile_until_different(compiler, source, targets, original_code, cache_dir, timeout) -> list[Compiled]:
+    """Outcomes for a prefix of ``targets``: up to the first failure or difference from the
+    original, or all of them when none occurs."""
+    cache = _Cache(cache_dir, source)
+    outcome: list[Compiled] = []
+    while len(outcome) < len(targets):
+        index = len(outcome)
+        cached = cache.get(targets[index])
+        if cached is not None:
+            outcome.append(cached)
+        else:
+            batch = compiler.compile(source, targets[index:], timeout, stop_unless=original_code[index:])
+            for target, (compiled, durable) in zip(targets[index:], batch):
+                if durable:
+                    cache.put(target, compiled)
+                outcome.append(compiled)
+        last = outcome[-1]
+        if not last.ok or last.digest != original_code[len(outcome) - 1]:
+            break
+    cache.save()
+    return outcome
+
+
+def _compile_everywhere(compiler, source, targets, cache_dir, timeout) -> list[Compiled]:
+    cache = _Cache(cache_dir, source)
+    missing = [t for t in targets if cache.get(t) is None]
+    fresh = dict(zip((t.key for t in missing), compiler.compile(source, missing, timeout))) if missing else {}
+    for target in missing:
+        if target.key in fresh and fresh[target.key][1]:
+            cache.put(target, fresh[target.key][0])
+    cache.save()
+    outcome = []
+    for target in targets:
+        compiled = cache.get(target) or (fresh[target.key][0] if target.key in fresh else None)
+        if compiled is None:
+            compiled = Compiled(target.key, False, "", "not compiled: the compiler process died first")
+        outcome.append(compiled)
+    return outcome
+
+
+def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code: dict, mutant_id: str) -> Verdict:
+    failed = next((c for c in outcome if not c.ok), None)
+    if failed is not None:
+        return Verdict("stillborn", ARTIFACT, f"{failed.target}: {failed.error}")
+    code = tuple(c.digest for c in outcome)
+    if list(code) == original_code:
+        keys = ", ".join(c.target for c in outcome)
+        return Verdict("equivalent", ARTIFACT, f"same {ARTIFACT} as the original on all {len(outcome)} targets: {keys}")
+    if len(code) == len(original_code):
+        twin = first_with_code.setdefault(code, mutant_id)
+        if twin != mutant_id:
+            return Verdict("duplicate", ARTIFACT, twin, duplicate_of=twin)
+    differs = next(c.target for c, digest in zip(outcome, original_code) if c.digest != digest)
+    return Verdict("distinct", ARTIFACT, differs)
+
+
+# -- the compiler process -----------------------------------------------------------------------
+
+
+def _serve() -> None:
+    """Read one JSON request per line ({source, targets, stop_unless}); for each, write one
+    JSON Compiled per target as it is done, then {"end": true}. With ``stop_unless`` (a
+    digest per target) a request ends after the first target that fails or differs from
+    it. Everything else written to stdout goes to stderr."""
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    with tempfile.TemporaryDirectory(prefix="tce-") as workdir:
+        # nothing has imported triton yet; its own cache would only grow with every mutant
+        os.environ.update(COMPILER_ENV, TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"))
+        for line in sys.stdin:
+            request = json.loads(line)
+            targets = [CompileTarget(**{k: _tuples(v) if k != "key" else v for k, v in t.items()})
+                       for t in request["targets"]]
+            stop_unless = request.get("stop_unless")
+            try:
+                module = _import_source(request["source"], Path(workdir))
+                load_error = ""
+            except Exception as error:  # the mutant module does not even import
+                module, load_error = None, _summarize(error, workdir)
+            for index, target in enumerate(targets):
+                if module is None:
+                    outcome = Compiled(target.key, False, "", load_error)
+                else:
+                    try:
+                        outcome = Compiled(target.key, True, _compile_digest(module, target, workdir), "")
+                    except Exception as error:
+                        outcome = Compiled(target.key, False, "", _summarize(error, workdir))
+                protocol.write(json.dumps(asdict(outcome)) + "\n")
+                protocol.flush()
+                if stop_unless is not None and (not outcome.ok or outcome.digest != stop_unless[index]):
+                    break
+            protocol.write(json.dumps({"end": True}) + "\n")
+            protocol.flush()
+
+
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _import_source(source: str, workdir: Path):
+    import importlib.util
+
+    name = "kernel_under_test_" + hashlib.sha256(source.encode()).hexdigest()[:16]
+    path = workdir / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
+    from triton.runtime.jit import JITFunction
+
+    wanted = {name for name, _ in target.signature} | {name for name, _ in target.constexprs}
+    kernels = sorted(
+        (value for value in vars(module).values()
+         if isinstance(value, JITFunction) and value.fn.__module__ == module.__name__
+         and set(value.arg_names) == wanted),
+        key=lambda fn: fn.__name__,
+    )
+    if not kernels:
+        raise LookupError(f"no @triton.jit kernel with parameters {sorted(wanted)}")
+    normalized = "".join(_normalized_sass(_compile(fn, target), fn.__name__, workdir) for fn in kernels)
+    return hashlib.sha256(normalized.encode()).hexdigest()
+
+
+def _compile(fn, target: CompileTarget) -> bytes:
+    """The cubin of ``fn`` for ``target``, through ASTSource as Triton 3.6 to 3.9 spell it:
+    signature {name: type or "constexpr"}, constexprs and attrs keyed by (parameter index,)."""
+    import triton
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.compiler import ASTSource
+
+    if "constexprs" not in inspect.signature(ASTSource.__init__).parameters:
+        raise RuntimeError(f"triton {triton.__version__}: ASTSource takes no constexprs (Triton 3.6 or newer needed)")
+    types = dict(target.signature)
+    constexprs = dict(target.constexprs)
+    index = {name: i for i, name in enumerate(fn.arg_names)}
+    signature = {name: types.get(name, "constexpr") for name in fn.arg_names}
+    attrs = {(index[name],): _parse_attr(BaseBackend, spec) for name, spec in target.attrs}
+    source = ASTSource(fn, signature, {(index[name],): value for name, value in constexprs.items()}, attrs)
+    kernel = triton.compile(source, target=GPUTarget(*GPU_TARGET), options=dict(target.options))
+    return kernel.asm["cubin"]
+
+
+def _parse_attr(backend, spec: str):
+    if hasattr(backend, "parse_attr"):
+        return backend.parse_attr(spec)
+    return [["tt.divisibility", 16]] if DIVISIBLE in spec else []
+
+
+def _normalized_sass(cubin: bytes, kernel_name: str, workdir: str) -> str:
+    path = os.path.join(workdir, "kernel.cubin")
+    with open(path, "wb") as f:
+        f.write(cubin)
+    sass = subprocess.run([_nvdisasm(), "-c", "-ndf", path], check=True, capture_output=True, text=True).stdout
+    return normalize_sass(sass, kernel_name)
+
+
+def _nvdisasm() -> str:
+    import triton
+
+    try:
+        return triton.knobs.nvidia.nvdisasm.path
+    except AttributeError:
+        return str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm")
+
+
+_ADDRESS = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*")
+_LABEL = re.compile(r"^\s*\.L\w*:\s*$")
+_SECTION = re.compile(r"^\s*\.section\s+(\S+?),")
+
+
+def normalize_sass(sass: str, kernel_name: str) -> str:
+    """Instructions (address comment dropped, spacing collapsed), labels and code section
+    names, with the kernel's name replaced; every other line of nvdisasm's output dropped."""
+    kept = []
+    for line in sass.splitlines():
+        if _ADDRESS.match(line):
+            kept.append(" ".join(_ADDRESS.sub("", line).split()))
+        elif _LABEL.match(line):
+            kept.append(line.strip())
+        elif section := _SECTION.match(line):
+            kept.append("section " + section.group(1))
+    return "\n".join(kept).replace(kernel_name, "KERNEL") + "\n"
+
+
+def _summarize(error: BaseException, workdir: str) -> str:
+    """The error's type and first lines, then its last lines (where a Triton compile error
+    puts the message), with the temporary directory's path taken out."""
+    text = f"{type(error).__name__}: {error}".replace(workdir, "<source>")
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > ERROR_HEAD_LINES + ERROR_TAIL_LINES:
+        lines = lines[:ERROR_HEAD_LINES] + ["..."] + lines[-ERROR_TAIL_LINES:]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _serve()

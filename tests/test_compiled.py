@@ -1,0 +1,157 @@
+"""Trivial compiler equivalence, compiled for real (offline, sm_90, no GPU needed).
+
+Mutants are made here by plain string replacement on the kernel source; one small
+configuration (one compile target) keeps the file fast.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import mutants.compiled as compiled
+from mutants.compiled import CompileTarget, classify, compile_source, compile_targets, specialize
+from suites.cases import Case, curated
+
+KERNEL_SOURCE = (Path(__file__).resolve().parents[1] / "kernel" / "paged_mqa_logits.py").read_text()
+SMALL = Case(heads=32, head_dim=64)
+
+
+def mutate(source: str, old: str, new: str) -> str:
+    assert source.count(old) == 1, f"mutation site {old!r} is not unique in the kernel"
+    return source.replace(old, new)
+
+
+def causal_off_by_one(source: str) -> str:
+    """``<=`` -> ``<`` on the line that builds the causal mask."""
+    (line,) = [line for line in source.splitlines() if re.match(r"\s*visible = .*<=", line)]
+    return mutate(source, line, line.replace("<=", "<", 1))
+
+
+MUTANTS = {
+    "times-one": mutate(KERNEL_SOURCE, "pid_b = tl.program_id(0)", "pid_b = tl.program_id(0) * 1"),
+    "causal-lt": causal_off_by_one(KERNEL_SOURCE),
+    "split-plus-one": mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = tl.program_id(1) + 1"),
+    "one-plus-split": mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = 1 + tl.program_id(1)"),
+    "undefined-call": mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = tl.no_such_function(1)"),
+    "aborts": "import os\nos.abort()\n" + KERNEL_SOURCE,
+}
+
+
+@pytest.fixture(scope="module")
+def targets() -> list[CompileTarget]:
+    found = compile_targets([SMALL])
+    assert len(found) == 1
+    return found
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("compiled")
+
+
+@pytest.fixture(scope="module")
+def verdicts(targets, cache_dir):
+    calls = []
+    result = classify(KERNEL_SOURCE, MUTANTS, targets, jobs=2, cache_dir=cache_dir,
+                      progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (len(MUTANTS), len(MUTANTS))
+    assert list(result) == list(MUTANTS)
+    return result
+
+
+def test_curated_targets_are_deterministic_and_distinct():
+    first = compile_targets(curated())
+    keys = [t.key for t in first]
+    print(f"curated: {len(keys)} compile targets")
+    assert keys == [t.key for t in compile_targets(curated())]
+    assert keys == sorted(set(keys))
+    assert len({(t.signature, t.constexprs, t.attrs, t.options) for t in first}) == len(first)
+
+
+def test_target_spells_the_launch(targets):
+    (target,) = targets
+    # num_warps and NUM_STAGES come from the launcher's tuning, the rest from the case
+    assert target.key.startswith("H32-D64-KVB64-flat-BN64-NN2-P2-lens0-W")
+    assert dict(target.constexprs)["HEADS"] == 32 and "num_warps" in dict(target.options)
+    assert [name for name, _ in target.signature][:2] == ["q_ptr", "kv_ptr"]
+
+
+def test_a_split_count_of_one_is_a_constant():
+    (target,) = compile_targets([Case(heads=32, head_dim=64, splits=1)])
+    assert ("num_splits", 1) in target.constexprs
+    assert "num_splits" not in dict(target.signature)
+    assert target.key.endswith("-one:num_splits")
+
+
+def test_specialization_matches_the_jit():
+    libtriton = pytest.importorskip("triton._C.libtriton")
+    if not hasattr(libtriton, "native_specialize_impl"):
+        pytest.skip("this Triton specializes in Python")
+    from triton.backends.compiler import BaseBackend
+
+    values = [torch.zeros(8, dtype=torch.float8_e4m3fn), torch.zeros(8, dtype=torch.float8_e4m3fn)[1:],
+              torch.zeros(4, dtype=torch.int32), 1, 0, 16, 17, -32, 2**31, 2**40 + 3]
+    for value in values:
+        kind, spec = libtriton.native_specialize_impl(BaseBackend, value, False, True, True)
+        assert specialize(value)[0] == kind, value
+        if kind != "constexpr":
+            assert specialize(value)[1] == spec, value
+
+
+def test_the_original_compiles(targets, cache_dir):
+    (outcome,) = compile_source(KERNEL_SOURCE, targets, cache_dir=cache_dir)
+    assert outcome.ok and len(outcome.digest) == 64 and outcome.target == targets[0].key
+
+
+def test_times_one_is_equivalent(verdicts, targets):
+    verdict = verdicts["times-one"]
+    assert verdict.kind == "equivalent" and verdict.artifact == "sass"
+    assert targets[0].key in verdict.detail
+
+
+def test_causal_off_by_one_is_distinct(verdicts, targets):
+    verdict = verdicts["causal-lt"]
+    assert verdict.kind == "distinct" and verdict.detail == targets[0].key
+
+
+def test_same_code_from_different_text_is_a_duplicate(verdicts):
+    assert verdicts["split-plus-one"].kind == "distinct"
+    duplicate = verdicts["one-plus-split"]
+    assert duplicate.kind == "duplicate" and duplicate.duplicate_of == "split-plus-one"
+
+
+def test_a_compile_error_is_stillborn(verdicts):
+    verdict = verdicts["undefined-call"]
+    assert verdict.kind == "stillborn"
+    assert "no_such_function" in verdict.detail
+
+
+def test_a_dying_compiler_is_stillborn(verdicts):
+    verdict = verdicts["aborts"]
+    assert verdict.kind == "stillborn" and "SIGABRT" in verdict.detail
+
+
+def test_an_original_that_does_not_compile_stops_classification(targets, cache_dir, verdicts):
+    # the mutant's outcome is cached by now, so this spawns no compiler
+    with pytest.raises(RuntimeError, match="original kernel does not compile"):
+        classify(MUTANTS["undefined-call"], {}, targets, cache_dir=cache_dir)
+
+
+def test_an_unchanged_source_is_not_recompiled(targets, tmp_path, monkeypatch):
+    spawned = []
+    run_compiler = compiled._run_compiler
+    monkeypatch.setattr(compiled, "_run_compiler", lambda *args: spawned.append(1) or run_compiler(*args))
+    source = KERNEL_SOURCE + "\n# cache probe\n"
+    first = compile_source(source, targets, cache_dir=tmp_path)
+    second = compile_source(source, targets, cache_dir=tmp_path)
+    assert first == second and first[0].ok
+    assert len(spawned) == 1
+
+
+def test_a_hanging_compiler_times_out(targets, tmp_path):
+    hangs = "import time\ntime.sleep(600)\n" + KERNEL_SOURCE
+    (outcome,) = compile_source(hangs, targets, cache_dir=tmp_path, timeout=3)
+    assert not outcome.ok and outcome.error.startswith("timeout")
+    assert not list(tmp_path.iterdir()), "a timeout must not be cached"
