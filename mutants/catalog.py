@@ -78,10 +78,10 @@ def _replace_with(code: str):
 CATALOG: tuple[Bug, ...] = (
     Bug(
         name="swapped-layout-strides",
-        description="preshuffled keys addressed with block-flat strides and the other way round",
-        exposed_by="layout: preshuffle and block-flat",
-        site=m.If(test=m.Name("PRESHUFFLE")),
-        mutate=lambda node: node.with_changes(test=_expr("not PRESHUFFLE")),
+        description="preshuffled keys addressed with block-flat strides",
+        exposed_by="layout: preshuffle",
+        site=m.Assign(targets=[m.AssignTarget(m.Name("key_offs"))], value=_names("slot", "chunk_d")),
+        mutate=lambda node: node.with_changes(value=_expr("(slot * HEAD_DIM)[None, :, None] + chunk_d")),
     ),
     Bug(
         name="causal-off-by-one",

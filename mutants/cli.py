@@ -194,10 +194,7 @@ def _report(args, store, scope, mutants, cases) -> int:
     if not any(r for _, r in scored.rows):
         raise UsageError(f"the store {args.store} has no results for suite {args.suite} on {scope.device}"
                          f" ({scope.mode}); run `kmut run` first")
-    text = terminal_table(scored, show_survivors=True)
-    if args.quiet:
-        text = "\n".join(line for line in text.splitlines() if not line.startswith(tuple(m.id + " " for m in mutants)))
-    print(text)
+    print(terminal_table(scored, per_mutant=not args.quiet))
     if args.json:
         from mutants.report import mutation_testing_json
 

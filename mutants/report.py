@@ -80,15 +80,18 @@ def score_rows(mutants: list[Mutant], results: dict[str, Result]) -> list[tuple[
     return [(m, results.get(m.key)) for m in mutants]
 
 
-def terminal_table(scored: Scored, *, show_survivors: bool = True) -> str:
+def terminal_table(scored: Scored, *, per_mutant: bool = True) -> str:
+    """The run's header, a row per mutant (unless ``per_mutant`` is off), the outcome counts,
+    the score, the throughput, and every survivor as a diff."""
     lines = []
     title = (f"suite {scored.suite} on {scored.device} ({scored.mode}), mutants: {scored.mutant_set},"
              f" {len(scored.case_ids)} cases")
     lines.append(title)
     lines.append("-" * len(title))
     width = max([len(m.id) for m, _ in scored.rows] + [6])
-    lines.append(f"{'mutant':<{width}}  {'outcome':<10}  {'seconds':>7}  first killing case / why")
-    for mutant, result in scored.rows:
+    if per_mutant:
+        lines.append(f"{'mutant':<{width}}  {'outcome':<10}  {'seconds':>7}  first killing case / why")
+    for mutant, result in scored.rows if per_mutant else ():
         if result is None:
             lines.append(f"{mutant.id:<{width}}  {'not run':<10}")
             continue
@@ -105,12 +108,11 @@ def terminal_table(scored: Scored, *, show_survivors: bool = True) -> str:
         lines.append(f"throughput: {scored.mutants_per_minute:.1f} mutants/minute"
                      f" ({scored.wall_seconds:.0f} s wall, baseline included, for the {scored.processed} mutants"
                      f" this run decided)")
-    if show_survivors:
-        for mutant, result in scored.survivors():
-            original = read_source(mutant.path)
-            lines.append("")
-            lines.append(f"{result.outcome}: {mutant.id} — {mutant.description}")
-            lines.append(mutant.diff(original).rstrip())
+    for mutant, result in scored.survivors():
+        original = read_source(mutant.path)
+        lines.append("")
+        lines.append(f"{result.outcome}: {mutant.id} — {mutant.description}")
+        lines.append(mutant.diff(original).rstrip())
     return "\n".join(lines)
 
 

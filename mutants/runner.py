@@ -179,8 +179,10 @@ class Runner:
         pending = [m for m in mutants if m.key not in done]
         if not pending:
             return 0
-        targets = compile_targets(self.cases)
+        targets = compile_targets(self.cases, device=self.device)
         decided = 0
+        if progress:
+            progress("compile", 0, len(pending))
         for path in sorted({m.path for m in pending}):
             group = [m for m in pending if m.path == path]
             report = (lambda done_, total: progress("compile", done_, total)) if progress else None
@@ -255,6 +257,7 @@ class Runner:
         finished: list[_Progress] = []
         workers: list[_Worker] = []
         total = len(tasks)
+        self._report(label, 0, total, finished)
         try:
             while queue or any(w.progress for w in workers):
                 while queue and len([w for w in workers if w.progress]) < self.jobs:

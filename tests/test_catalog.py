@@ -1,0 +1,51 @@
+"""The bug catalog pins each bug to exactly one site, or refuses to load."""
+
+import ast
+import shutil
+
+import pytest
+
+from mutants.catalog import CATALOG, CatalogError, catalog_mutants
+from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, read_source
+
+KERNEL = KERNEL_FILES[0]
+
+
+def test_every_bug_has_one_site_in_the_shipped_kernel():
+    mutants = catalog_mutants()
+    original = read_source(KERNEL)
+    assert [m.id for m in mutants] == [bug.name for bug in CATALOG]
+    for mutant in mutants:
+        assert mutant.source != original
+        ast.parse(mutant.source)
+        changed = [line for line in mutant.diff(original).splitlines()
+                   if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))]
+        assert 0 < len(changed) <= 6, f"{mutant.id} changes more than its site"
+        assert mutant.exposed_by and mutant.description
+
+
+def _project_with_kernel(tmp_path, source: str):
+    for folder in ("kernel",):
+        shutil.copytree(PROJECT_ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / KERNEL).write_text(source)
+    return tmp_path
+
+
+def test_a_bug_whose_site_is_gone_is_an_error(tmp_path):
+    source = read_source(KERNEL).replace("logits * scales", "scales * logits")
+    with pytest.raises(CatalogError, match="'dropped-kv-scale' must match exactly one site .* matched nowhere"):
+        catalog_mutants(_project_with_kernel(tmp_path, source))
+
+
+def test_a_bug_whose_site_is_ambiguous_is_an_error(tmp_path):
+    original = read_source(KERNEL)
+    line = next(line for line in original.splitlines() if "tiles_per_split = tl.cdiv(context_tiles, num_splits)" in line)
+    source = original.replace(line, line + "\n" + line)
+    with pytest.raises(CatalogError, match=r"'floor-split' must match exactly one site .* matched line \d+, line \d+"):
+        catalog_mutants(_project_with_kernel(tmp_path, source))
+
+
+def test_sites_outside_kernels_do_not_count(tmp_path):
+    source = read_source(KERNEL) + "\n\ndef helper(logits, scales):\n    return logits * scales\n"
+    mutants = catalog_mutants(_project_with_kernel(tmp_path, source))
+    assert len(mutants) == len(CATALOG)
