@@ -4,7 +4,8 @@
                          [--num-stages 1 2 3 4] [--num-splits 0 8 16]
 
 Every setting is checked against the first setting's output (bitwise: the knobs must never
-change the result) before it is timed. ``--num-splits 0`` means the launcher's own choice.
+change the result) before it is timed; a setting that differs is reported, not timed, and the
+exit status is 1. ``--num-splits 0`` means the launcher's own choice.
 """
 
 import argparse
@@ -30,6 +31,7 @@ def main(argv=None) -> int:
     from kernel import fp8_paged_mqa_logits
 
     known = {s.name: s for s in SHAPES}
+    status = 0
     device = torch.device("cuda")
     bandwidth = copy_bandwidth(device)
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (read+write)")
@@ -51,17 +53,20 @@ def main(argv=None) -> int:
                 reference = out
             elif not torch.equal(out.view(torch.int32), reference.view(torch.int32)):
                 print(f"{name:<28} {knobs}: RESULT DIFFERS from the first setting")
-                return 1
+                status = 1
+                continue
             calls = [(lambda i=i, k=knobs: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), validate=False, **k))
                      for i in inputs]
             us = time_call(calls, reps_ms=150)
             results.append((us, knobs))
             print(f"{name:<28} {str(knobs):<80} {us:8.1f} us {100 * moved / (us * 1e-6) / bandwidth:5.1f}%")
+        if not results:
+            continue
         best_us, best = min(results, key=lambda r: r[0])
         print(f"BEST {name:<23} {best} {best_us:.1f} us {100 * moved / (best_us * 1e-6) / bandwidth:.1f}% of copy")
         del inputs
         torch.cuda.empty_cache()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ Keys are fp8 (e4m3) with one float32 scale per token, co-packed per physical blo
 scale is applied once after the head sum.
 
 One program owns one sequence and a contiguous range of ``BLOCK_N``-token tiles of its
-context. The query rows of every next_n slot and every head are stacked as the M side of a
-single fp8 dot, so each key byte is read once per sequence whatever next_n is.
+context. Per tile, one fp8 dot puts the tile's tokens on the M side and the query rows of
+every next_n slot and every head on the N side, so each key byte is read once per sequence
+whatever next_n is, and the head sum runs along the accumulator's N axis, inside a warp.
+The key loads are software-pipelined (``NUM_STAGES``): Triton keeps about ``NUM_STAGES / 2``
+tiles in flight.
 """
 
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ from kernel.validation import check_inputs
 def _paged_mqa_logits_kernel(
     # pointers
     q_ptr,  # [B, NEXT_N, HEADS, HEAD_DIM] fp8
-    kv_ptr,  # [num_blocks, KV_BLOCK * (HEAD_DIM + 4)] bytes, co-packed
+    kv_ptr,  # [num_blocks, KV_BLOCK * (HEAD_DIM + 4)] bytes, co-packed, seen as fp8
     weights_ptr,  # [B * NEXT_N, HEADS] f32
     context_lens_ptr,  # [B] i32
     next_n_lens_ptr,  # [B] i32, read only when HAS_NEXT_N_LENS
@@ -60,6 +63,8 @@ def _paged_mqa_logits_kernel(
     # A tile lies inside one physical block when blocks are whole multiples of the tile:
     # then one block-table entry serves the whole tile.
     TILE_IN_ONE_BLOCK: tl.constexpr = KV_BLOCK % BLOCK_N == 0
+    # copies of a tile that fill the 64 rows of one warp-group MMA (see the dot below)
+    TILE_REPEAT: tl.constexpr = max(64 // BLOCK_N, 1)
 
     pid_b = tl.program_id(0)
     pid_s = tl.program_id(1)
@@ -75,6 +80,8 @@ def _paged_mqa_logits_kernel(
     row_slot = offs_r // HEADS
     row_live = row_slot < NEXT_N
     offs_d = tl.arange(0, HEAD_DIM)
+    # the channels as [16-byte chunk, 1, byte]: the preshuffled layout's view of offs_d
+    chunk_d = (tl.arange(0, HEAD_DIM // 16) * 16)[:, None, None] + tl.arange(0, 16)[None, None, :]
     q_rows = pid_b * NEXT_N * HEADS + offs_r
     q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
     q = tl.load(q_ptrs, mask=row_live[:, None], other=0.0)
@@ -83,8 +90,8 @@ def _paged_mqa_logits_kernel(
     offs_m = tl.arange(0, NEXT_N_PAD)
     offs_n = tl.arange(0, BLOCK_N)
     out_rows = (pid_b * NEXT_N + offs_m).to(tl.int64)
-    out_row_ptrs = out_ptr + out_rows[:, None] * stride_out
-    out_row_mask = (offs_m < NEXT_N)[:, None]
+    out_row_ptrs = out_ptr + out_rows[None, :] * stride_out
+    out_row_mask = (offs_m < NEXT_N)[None, :]
     # the last position row m may see; rows past the live count see none
     causal_bound = tl.where(offs_m < live_rows, context_len - live_rows + offs_m, -1)
 
@@ -101,9 +108,11 @@ def _paged_mqa_logits_kernel(
         offs_t = tl.minimum(offs_p, context_len - 1)
         slot = offs_t % KV_BLOCK
         if PRESHUFFLE:
-            # shuffle_weight(16, 16): 16x16 byte sub-tiles, 16 tokens by 16 channels
-            key_offs = ((slot // 16) * 16 * HEAD_DIM + (slot % 16) * 16)[:, None] \
-                + ((offs_d // 16) * 256 + offs_d % 16)[None, :]
+            # shuffle_weight(16, 16): 16x16 byte sub-tiles, 16 tokens by 16 channels. Indexed
+            # [channel chunk, token, byte] so that a warp's lanes walk the tokens of a
+            # sub-tile, whose 16-byte rows are adjacent in memory.
+            key_offs = ((slot // 16) * 16 * HEAD_DIM + (slot % 16) * 16)[None, :, None] \
+                + ((chunk_d // 16) * 256 + chunk_d % 16)
         else:
             key_offs = (slot * HEAD_DIM)[:, None] + offs_d[None, :]
         if TILE_IN_ONE_BLOCK:
@@ -114,31 +123,45 @@ def _paged_mqa_logits_kernel(
         else:
             block_id = tl.load(block_table_ptr + pid_b * stride_table + offs_t // KV_BLOCK)
             token_block_ptrs = kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES
-            key_ptrs = token_block_ptrs[:, None] + key_offs
+            if PRESHUFFLE:
+                key_ptrs = token_block_ptrs[None, :, None] + key_offs
+            else:
+                key_ptrs = token_block_ptrs[:, None] + key_offs
             scale_ptrs = (token_block_ptrs + KV_BLOCK * HEAD_DIM).to(tl.pointer_type(tl.float32)) + slot
-        keys = tl.load(key_ptrs).to(tl.float8e4nv, bitcast=True)
+        keys = tl.load(key_ptrs)
+        if PRESHUFFLE:
+            keys = tl.reshape(tl.permute(keys, (1, 0, 2)), (BLOCK_N, HEAD_DIM))
         scales = tl.load(scale_ptrs)
 
-        scores = tl.dot(q, tl.trans(keys))  # [ROWS, BLOCK_N] f32
-        scores = tl.maximum(scores, 0.0) * head_weights[:, None]
-        logits = tl.sum(tl.reshape(scores, (NEXT_N_PAD, HEADS, BLOCK_N)), axis=1)
-        logits = logits * scales[None, :]
+        # Tokens on the M side, query rows on the N side: the head sum then runs along the
+        # accumulator's N axis, inside a thread and its quad, with no cross-warp exchange.
+        # A tile narrower than one warp group's 64 MMA rows is repeated to fill them, so
+        # every tile width runs the same fp8 instruction and gets the same bits.
+        if TILE_REPEAT > 1:
+            keys = tl.reshape(tl.broadcast_to(keys[None, :, :], (TILE_REPEAT, BLOCK_N, HEAD_DIM)),
+                              (TILE_REPEAT * BLOCK_N, HEAD_DIM))
+        scores = tl.dot(keys, tl.trans(q))  # [TILE_REPEAT * BLOCK_N, ROWS] f32
+        scores = tl.maximum(scores, 0.0) * head_weights[None, :]
+        logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, NEXT_N_PAD, HEADS)), axis=2)
+        if TILE_REPEAT > 1:
+            logits = tl.max(tl.reshape(logits, (TILE_REPEAT, BLOCK_N, NEXT_N_PAD)), axis=0)
+        logits = logits * scales[:, None]
 
-        visible = offs_p[None, :] <= causal_bound[:, None]
+        visible = offs_p[:, None] <= causal_bound[None, :]
         logits = tl.where(visible, logits, float("-inf"))
-        store_mask = out_row_mask & (offs_p < max_model_len)[None, :]
-        tl.store(out_row_ptrs + offs_p[None, :], logits, mask=store_mask)
+        store_mask = out_row_mask & (offs_p < max_model_len)[:, None]
+        tl.store(out_row_ptrs + offs_p[:, None], logits, mask=store_mask)
 
     # -- past the context: -inf up to max_model_len, shared across the splits --
     fill_tiles = tl.cdiv(max_model_len, BLOCK_N) - context_tiles
     fill_per_split = tl.cdiv(fill_tiles, num_splits)
     fill_begin = context_tiles + pid_s * fill_per_split
     fill_end = tl.minimum(fill_begin + fill_per_split, context_tiles + fill_tiles)
-    neg_inf = tl.full((NEXT_N_PAD, BLOCK_N), float("-inf"), tl.float32)
+    neg_inf = tl.full((BLOCK_N, NEXT_N_PAD), float("-inf"), tl.float32)
     for tile in range(fill_begin, fill_end):
         offs_p = tile * BLOCK_N + offs_n
-        fill_mask = out_row_mask & (offs_p < max_model_len)[None, :]
-        tl.store(out_row_ptrs + offs_p[None, :], neg_inf, mask=fill_mask)
+        fill_mask = out_row_mask & (offs_p < max_model_len)[:, None]
+        tl.store(out_row_ptrs + offs_p[:, None], neg_inf, mask=fill_mask, eviction_policy="evict_first")
 
 
 @dataclass(frozen=True)
@@ -205,11 +228,11 @@ def plan_launch(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
         next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, check_values=validate,
     )
-    tuning = resolve_tuning(dims, q.device, num_splits, block_n, num_warps, num_stages)
+    tuning = resolve_tuning(dims, q.device, preshuffle, num_splits, block_n, num_warps, num_stages)
     if out is None:
         out = torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32, device=q.device)
     args = (
-        q, kv_cache, weights, context_lens,
+        q, kv_cache.view(torch.float8_e4m3fn), weights, context_lens,
         context_lens if next_n_lens is None else next_n_lens,
         block_table, out,
         max_model_len, block_table.stride(0), out.stride(0), tuning.num_splits,

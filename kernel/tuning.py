@@ -1,6 +1,11 @@
 """Launch configuration: defaults for the tuning knobs and checks of caller-given ones.
 
-No knob changes the result; they trade parallelism against per-program overhead.
+No knob changes the result; they trade parallelism against per-program overhead. The kernel
+runs one fp8 warp-group MMA per tile, tokens on its M side (64 rows per warp group, a narrower
+tile is repeated to fill them) and the query rows of all next_n slots on its N side. Warps
+beyond those the M side takes split the N side; the head sum stays in-warp, and so gives the
+same bits, only if each warp's share of N holds whole next_n slots. ``num_warps`` is checked
+against that.
 """
 
 from dataclasses import dataclass
@@ -10,7 +15,11 @@ import torch
 from kernel.validation import Dims
 
 BLOCK_N_CHOICES = (16, 32, 64, 128)
-PROGRAMS_PER_SM = 4
+# Many short programs rather than one wave of long ones: the hardware scheduler then evens
+# out sequences of unequal length and SMs that got one program more than others.
+PROGRAMS_PER_SM = 24
+# ...but each program keeps a few tiles, so its load pipeline fills before it drains.
+MIN_TILES_PER_PROGRAM = 4
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,7 @@ class Tuning:
 def resolve_tuning(
     dims: Dims,
     device: torch.device,
+    preshuffle: bool,
     num_splits: int | None,
     block_n: int | None,
     num_warps: int | None,
@@ -33,7 +43,7 @@ def resolve_tuning(
     next_n_pad = _next_power_of_two(dims.next_n)
     rows = next_n_pad * dims.heads
     if block_n is None:
-        block_n = 64 if rows <= 256 else 32
+        block_n = 64
     elif block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
@@ -41,14 +51,26 @@ def resolve_tuning(
     elif not _positive_int(num_splits):
         raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
     if num_warps is None:
-        num_warps = 4 if rows <= 64 else 8
-    elif num_warps not in (1, 2, 4, 8, 16):
-        raise ValueError(f"num_warps: expected a power of two from 1 to 16, got {num_warps!r}")
+        num_warps = 4 if rows <= 128 else 8
+    elif num_warps not in _warp_choices(block_n, next_n_pad):
+        raise ValueError(
+            f"num_warps: expected one of {_warp_choices(block_n, next_n_pad)} with block_n={block_n} and "
+            f"next_n={dims.next_n} (whole warp groups, each warp's MMA columns whole next_n slots), "
+            f"got {num_warps!r}"
+        )
     if num_stages is None:
-        num_stages = 3
+        # The pipeliner keeps about num_stages / 2 key tiles in flight. A preshuffled tile is
+        # transposed in registers after its load, which costs it one buffer at the same depth.
+        num_stages = (7 if preshuffle else 6) if rows <= 128 else 5
     elif not _positive_int(num_stages):
         raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
     return Tuning(num_splits, block_n, next_n_pad, num_warps, num_stages)
+
+
+def _warp_choices(block_n: int, next_n_pad: int) -> tuple[int, ...]:
+    """Warp counts whose MMA layout keeps every next_n slot's heads inside one warp."""
+    m_warps = max(block_n, 64) // 16  # the most warps the M side takes, 16 rows each
+    return tuple(w for w in (4, 8, 16) if w // min(w, m_warps) <= next_n_pad)
 
 
 def _default_splits(dims: Dims, device: torch.device, block_n: int) -> int:
@@ -58,7 +80,7 @@ def _default_splits(dims: Dims, device: torch.device, block_n: int) -> int:
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     max_tiles = -(-dims.max_blocks * dims.kv_block // block_n)
     wanted = -(-PROGRAMS_PER_SM * sms // dims.batch)
-    return max(1, min(wanted, max_tiles))
+    return max(1, min(wanted, max_tiles // MIN_TILES_PER_PROGRAM))
 
 
 def _next_power_of_two(n: int) -> int:
