@@ -29,6 +29,7 @@ triton is imported, and an LLVM abort, a segfault or a timeout is an outcome of 
 being compiled (the process is replaced), not an exception here.
 """
 
+import fcntl
 import hashlib
 import importlib.metadata
 import inspect
@@ -266,10 +267,15 @@ class _Cache:
         if not self.dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.entries, f)
-        os.replace(temporary, self.path)
+        # several compiler processes may fill one source's file at once: merge under a lock
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.path.exists():
+                self.entries = {**json.loads(self.path.read_text()), **self.entries}
+            fd, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.entries, f)
+            os.replace(temporary, self.path)
 
 
 def _run_compiler(source: str, targets: list[CompileTarget], timeout: float) -> list[tuple[Compiled, bool]]:
@@ -385,7 +391,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     if not targets:
         raise ValueError("classify: no compile targets")
     targets = diverse_order(targets)
-    reference = compile_source(original, targets, cache_dir=cache_dir, timeout=timeout)
+    reference = _compile_spread(original, targets, jobs, cache_dir, timeout)
     failed = [c for c in reference if not c.ok]
     if failed:
         raise RuntimeError(
@@ -409,8 +415,9 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     def until_different(source: str) -> list[Compiled]:
         return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
 
-    def everywhere(source: str) -> list[Compiled]:
-        return _compile_everywhere(compiler(), source, targets, cache_dir, timeout)
+    def one_more(source: str) -> list[Compiled]:
+        return outcomes[source] + _compile_everywhere(compiler(), source, [targets[len(outcomes[source])]],
+                                                      cache_dir, timeout)
 
     outcomes: dict[str, list[Compiled]] = {}
     try:
@@ -423,12 +430,12 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
                 done += len(by_source[source])
                 if progress is not None:
                     progress(done, len(mutants))
-            groups: dict[tuple, list[str]] = {}
-            for source, outcome in outcomes.items():
-                if outcome[-1].ok and [c.digest for c in outcome] != original_code:
-                    groups.setdefault(tuple(c.digest for c in outcome), []).append(source)
-            twins = [source for group in groups.values() if len(group) > 1 for source in group]
-            outcomes.update(zip(twins, pool.map(everywhere, twins)))
+            # Mutants that agree so far are compiled one more target at a time, and dropped as
+            # soon as they part: only true duplicates pay for every target.
+            twins = _agreeing(outcomes, original_code, len(targets))
+            while twins:
+                outcomes.update(zip(twins, pool.map(one_more, twins)))
+                twins = _agreeing(outcomes, original_code, len(targets))
     finally:
         for each in compilers:
             each.close()
@@ -438,6 +445,26 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id)
         for mutant_id, source in mutants.items()
     }
+
+
+def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], target_count: int) -> list[str]:
+    """Sources not yet settled whose code so far equals another such source's code."""
+    groups: dict[tuple, list[str]] = {}
+    for source, outcome in outcomes.items():
+        if outcome[-1].ok and [c.digest for c in outcome] != original_code[:len(outcome)] \
+                and len(outcome) < target_count:
+            groups.setdefault(tuple(c.digest for c in outcome), []).append(source)
+    return [source for group in groups.values() if len(group) > 1 for source in group]
+
+
+def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout) -> list[Compiled]:
+    """Every target of one source, split over ``jobs`` compiler processes."""
+    chunks = [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
+    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+        results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout),
+                                chunks))
+    by_key = {c.target: c for chunk in results for c in chunk}
+    return [by_key[t.key] for t in targets]
 
 
 def diverse_order(targets: list[CompileTarget]) -> list[CompileTarget]:
