@@ -214,16 +214,20 @@ def _target_key(constexprs: dict, options: dict, signature, attrs, ones, divisib
 
 
 def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path | None = None,
-                   timeout: float = 120.0) -> list[Compiled]:
+                   timeout: float = 120.0, compiler: "_Compiler | None" = None) -> list[Compiled]:
     """One outcome per target, in order. ``timeout`` bounds each target's compile (the first
     also pays the compiler process's start). Outcomes are cached under ``cache_dir`` by
     source, target, Triton version and artifact, except those that depend on the moment: a
-    timeout, a compiler killed from outside, the targets a dead compiler left behind."""
+    timeout, a compiler killed from outside, the targets a dead compiler left behind.
+    ``compiler`` reuses a running compiler process; without one, a fresh process compiles."""
     cache = _Cache(cache_dir, source)
     known = {t.key: cache.get(t) for t in targets}
     missing = [t for t in targets if known[t.key] is None]
     if missing:
-        outcomes = _run_compiler(source, missing, timeout)
+        if compiler is None:
+            outcomes = _run_compiler(source, missing, timeout)
+        else:
+            outcomes = compiler.compile(source, missing, timeout)
         for target, (outcome, durable) in zip(missing, outcomes):
             known[target.key] = outcome
             if durable:
@@ -416,8 +420,9 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
 
     def one_more(source: str) -> list[Compiled]:
-        return outcomes[source] + _compile_everywhere(compiler(), source, [targets[len(outcomes[source])]],
-                                                      cache_dir, timeout)
+        next_target = targets[len(outcomes[source])]
+        return outcomes[source] + compile_source(source, [next_target], cache_dir=cache_dir, timeout=timeout,
+                                                 compiler=compiler())
 
     outcomes: dict[str, list[Compiled]] = {}
     try:
@@ -503,23 +508,6 @@ def _compile_until_different(compiler, source, targets, original_code, cache_dir
         if not last.ok or last.digest != original_code[len(outcome) - 1]:
             break
     cache.save()
-    return outcome
-
-
-def _compile_everywhere(compiler, source, targets, cache_dir, timeout) -> list[Compiled]:
-    cache = _Cache(cache_dir, source)
-    missing = [t for t in targets if cache.get(t) is None]
-    fresh = dict(zip((t.key for t in missing), compiler.compile(source, missing, timeout))) if missing else {}
-    for target in missing:
-        if target.key in fresh and fresh[target.key][1]:
-            cache.put(target, fresh[target.key][0])
-    cache.save()
-    outcome = []
-    for target in targets:
-        compiled = cache.get(target) or (fresh[target.key][0] if target.key in fresh else None)
-        if compiled is None:
-            compiled = Compiled(target.key, False, "", "not compiled: the compiler process died first")
-        outcome.append(compiled)
     return outcome
 
 
