@@ -257,7 +257,7 @@ class Runner:
         finished: list[_Progress] = []
         workers: list[_Worker] = []
         total = len(tasks)
-        self._report(label, 0, total, finished)
+        self._report(label, 0, total)
         try:
             while queue or any(w.progress for w in workers):
                 while queue and len([w for w in workers if w.progress]) < self.jobs:
@@ -300,12 +300,12 @@ class Runner:
                             if not message[1]:
                                 workers.remove(worker)
                                 worker.kill()
-                            self._report(label, len(finished), total, finished)
+                            self._report(label, len(finished), total)
                     elif timeouts and time.monotonic() >= progress.deadline:
                         seconds = self.timeout_for(progress.current)
                         self._end(worker, workers, finished, on_done, mutants, TIMEOUT,
                                   f"no answer within {seconds:.0f} s", queue)
-                        self._report(label, len(finished), total, finished)
+                        self._report(label, len(finished), total)
         finally:
             for worker in workers:
                 worker.stop()
@@ -340,7 +340,7 @@ class Runner:
         if mutants is not None and task.overlay:
             shutil.rmtree(task.overlay, ignore_errors=True)
 
-    def _report(self, label: str, done: int, total: int, finished: list[_Progress]) -> None:
+    def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
 
