@@ -11,19 +11,17 @@ from oracle import make_inputs
 SENTINEL = 1234.5
 
 
-@pytest.fixture(autouse=True)
-def _on_device(device, monkeypatch):
-    monkeypatch.setitem(_DEVICE, "name", device)
+@pytest.fixture
+def valid_inputs(device):
+    """Valid inputs on the suite's device; keyword arguments override the builder's spec."""
 
+    def build(**overrides):
+        spec = dict(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                    context_lens=[40, 21], max_model_len=64, next_n_lens=[2, 1], seed=7)
+        spec.update(overrides)
+        return make_inputs(**spec).to(device)
 
-_DEVICE = {"name": "cpu"}
-
-
-def _inputs(**overrides):
-    spec = dict(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
-                context_lens=[40, 21], max_model_len=64, next_n_lens=[2, 1], seed=7)
-    spec.update(overrides)
-    return make_inputs(**spec).to(_DEVICE["name"])
+    return build
 
 
 def _call(inputs, out=None, **kwargs):
@@ -60,8 +58,8 @@ BAD_DTYPES = {
 
 
 @pytest.mark.parametrize("argument", sorted(BAD_DTYPES))
-def test_wrong_dtype(argument):
-    inputs = _inputs()
+def test_wrong_dtype(argument, valid_inputs):
+    inputs = valid_inputs()
     bad = _with(inputs, **{argument: BAD_DTYPES[argument](inputs)})
     _expect_rejected(bad, TypeError, argument)
 
@@ -77,8 +75,8 @@ BAD_RANKS = {
 
 
 @pytest.mark.parametrize("argument", sorted(BAD_RANKS))
-def test_wrong_rank(argument):
-    inputs = _inputs()
+def test_wrong_rank(argument, valid_inputs):
+    inputs = valid_inputs()
     bad = _with(inputs, **{argument: BAD_RANKS[argument](inputs)})
     _expect_rejected(bad, ValueError, argument)
 
@@ -95,55 +93,55 @@ INCONSISTENT = {
 
 
 @pytest.mark.parametrize("what", sorted(INCONSISTENT))
-def test_inconsistent_shapes(what):
+def test_inconsistent_shapes(what, valid_inputs):
     argument, make_bad = INCONSISTENT[what]
-    inputs = _inputs()
+    inputs = valid_inputs()
     _expect_rejected(_with(inputs, **{argument: make_bad(inputs)}), ValueError, argument)
 
 
-def test_head_dim_not_multiple_of_16():
-    inputs = _inputs()
+def test_head_dim_not_multiple_of_16(valid_inputs):
+    inputs = valid_inputs()
     q = inputs.q[..., :40].contiguous()
     kv = inputs.kv_cache[..., :44].contiguous()
     _expect_rejected(_with(inputs, q=q, kv_cache=kv), ValueError, "q")
 
 
-def test_preshuffle_needs_blocks_of_16():
-    inputs = _inputs(kv_block=1, next_n_lens=None)
+def test_preshuffle_needs_blocks_of_16(valid_inputs):
+    inputs = valid_inputs(kv_block=1, next_n_lens=None)
     _expect_rejected(inputs, ValueError, "preshuffle", preshuffle=True)
 
 
 @pytest.mark.parametrize("lens, why", [([65, 21], "past max_model_len"), ([1, 21], "shorter than next_n")])
-def test_context_lens_out_of_range(lens, why):
-    inputs = _inputs()
+def test_context_lens_out_of_range(lens, why, valid_inputs):
+    inputs = valid_inputs()
     bad = _with(inputs, context_lens=torch.tensor(lens, dtype=torch.int32, device=inputs.q.device))
     _expect_rejected(bad, ValueError, "context_lens")
 
 
-def test_context_longer_than_block_table():
-    inputs = _inputs(max_model_len=200)
+def test_context_longer_than_block_table(valid_inputs):
+    inputs = valid_inputs(max_model_len=200)
     lens = torch.tensor([inputs.block_table.shape[1] * 16 + 1, 21], dtype=torch.int32, device=inputs.q.device)
     bad = _with(inputs, context_lens=lens)
     _expect_rejected(bad, ValueError, "context_lens")
 
 
 @pytest.mark.parametrize("lens", [[0, 1], [3, 1]])
-def test_next_n_lens_out_of_range(lens):
-    inputs = _inputs()
+def test_next_n_lens_out_of_range(lens, valid_inputs):
+    inputs = valid_inputs()
     lens = torch.tensor(lens, dtype=torch.int32, device=inputs.q.device)
     _expect_rejected(_with(inputs, next_n_lens=lens), ValueError, "next_n_lens")
 
 
 @pytest.mark.parametrize("entry", [-1, "num_blocks"])
-def test_used_block_table_entry_out_of_range(entry):
-    inputs = _inputs()
+def test_used_block_table_entry_out_of_range(entry, valid_inputs):
+    inputs = valid_inputs()
     table = inputs.block_table.clone()
     table[1, 1] = inputs.kv_cache.shape[0] if entry == "num_blocks" else entry
     _expect_rejected(_with(inputs, block_table=table), ValueError, "block_table")
 
 
-def test_unused_block_table_entries_may_hold_anything():
-    inputs = _inputs()
+def test_unused_block_table_entries_may_hold_anything(valid_inputs):
+    inputs = valid_inputs()
     assert (inputs.block_table[1, 2:] >= inputs.kv_cache.shape[0]).all()
     out = _call(inputs)
     assert out.shape == (4, 64)
@@ -158,37 +156,37 @@ NON_CONTIGUOUS = {
 
 
 @pytest.mark.parametrize("argument", sorted(NON_CONTIGUOUS))
-def test_non_contiguous(argument):
-    inputs = _inputs()
+def test_non_contiguous(argument, valid_inputs):
+    inputs = valid_inputs()
     bad = _with(inputs, **{argument: NON_CONTIGUOUS[argument](inputs)})
     _expect_rejected(bad, ValueError, argument)
 
 
-def test_out_of_wrong_shape():
-    inputs = _inputs()
+def test_out_of_wrong_shape(valid_inputs):
+    inputs = valid_inputs()
     _expect_rejected(inputs, ValueError, "out", out=torch.full((4, 63), SENTINEL, device=inputs.q.device))
 
 
-def test_out_of_wrong_dtype():
-    inputs = _inputs()
+def test_out_of_wrong_dtype(valid_inputs):
+    inputs = valid_inputs()
     out = torch.full((4, 64), SENTINEL, dtype=torch.float64, device=inputs.q.device)
     _expect_rejected(inputs, TypeError, "out", out=out)
 
 
 @pytest.mark.parametrize("value, error", [(64.0, TypeError), (0, ValueError)])
-def test_max_model_len_not_a_positive_int(value, error):
-    inputs = _inputs()
+def test_max_model_len_not_a_positive_int(value, error, valid_inputs):
+    inputs = valid_inputs()
     out = _fresh_out(inputs)
     _expect_rejected(_with(inputs, max_model_len=value), error, "max_model_len", out=out)
 
 
 @pytest.mark.parametrize("knob, value", [("num_splits", 0), ("block_n", 48), ("num_warps", 3), ("num_stages", 0)])
-def test_bad_tuning_knob(knob, value):
-    _expect_rejected(_inputs(), ValueError, knob, **{knob: value})
+def test_bad_tuning_knob(knob, value, valid_inputs):
+    _expect_rejected(valid_inputs(), ValueError, knob, **{knob: value})
 
 
-def test_validate_false_skips_value_checks_only():
-    inputs = _inputs()
+def test_validate_false_skips_value_checks_only(valid_inputs):
+    inputs = valid_inputs()
     bad_values = _with(inputs, next_n_lens=torch.tensor([0, 1], dtype=torch.int32, device=inputs.q.device))
     _call(bad_values, validate=False)  # values unchecked: no host sync, no error
     bad_shape = _with(inputs, weights=inputs.weights[:-1].contiguous())
