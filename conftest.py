@@ -42,7 +42,11 @@ def pytest_report_header(config):
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
         cases = suite(metafunc.config.getoption("suite"))
-        metafunc.parametrize("case", cases, ids=[c.id for c in cases])
+        # with `pytest -n N --dist loadgroup` each compiled kernel is built by one worker only
+        metafunc.parametrize("case", [
+            pytest.param(c, id=c.id, marks=pytest.mark.xdist_group("kernel-" + "-".join(map(str, c.compile_key))))
+            for c in cases
+        ])
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
 """kmut: does the suite catch the bugs that matter?
 
-    kmut list [--mutants SET]
+    kmut list [--mutants SET] [--only ID,...]
     kmut show ID [--mutants SET]
-    kmut run [--suite curated|exhaustive] [--mutants SET] [--matrix] [--jobs N] [--device cpu|cuda]
-             [--fail-under PCT] [--json FILE] [--html FILE]
+    kmut run [--suite curated|exhaustive] [--mutants SET] [--only ID,...] [--matrix] [--jobs N]
+             [--device cpu|cuda] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut report [same selection as run] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut minimize [--suite ...] [--mutants SET] [--device ...]
 
@@ -50,10 +50,14 @@ def _positive(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kmut", description="Mutation testing for the fp8 paged MQA logits kernel.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.set_defaults(only=None)
 
-    def selection(p, *, with_suite=True):
+    def selection(p, *, with_suite=True, with_only=True):
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
                        help="which mutants: the bug catalog (default), operator sets, or all")
+        if with_only:
+            p.add_argument("--only", dest="only", default=None, metavar="ID,...",
+                           help="only these mutants of the set (comma-separated ids, as `kmut list` prints them)")
         if with_suite:
             p.add_argument("--suite", dest="suite", choices=("curated", "exhaustive", "smoke"), default="curated",
                            help="curated (default), exhaustive (the nightly sweep) or smoke (three quick cases)")
@@ -74,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     selection(commands.add_parser("list", help="list the mutants"), with_suite=False)
     show = commands.add_parser("show", help="show one mutant as a unified diff")
     show.add_argument("mutant_id", metavar="ID")
-    selection(show, with_suite=False)
+    selection(show, with_suite=False, with_only=False)
 
     run = commands.add_parser("run", help="run mutants against a suite and report")
     selection(run)
@@ -89,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     outputs(report)
 
     minimize = commands.add_parser("minimize", help="the smallest case subset that keeps every kill (needs --matrix results)")
-    selection(minimize)
+    selection(minimize, with_only=False)
     return parser
 
 
@@ -109,7 +113,7 @@ def main(argv=None) -> int:
 # -- commands --
 
 def cmd_list(args) -> int:
-    mutants = _mutants(args.mutant_set)
+    mutants = _mutants(args.mutant_set, args.only)
     for mutant in mutants:
         change = f"{_one_line(mutant.before)} -> {_one_line(mutant.after)}"
         print(f"{mutant.id:<34} {mutant.path}:{mutant.line:<4} {change[:90]}")
@@ -133,12 +137,12 @@ def cmd_run(args) -> int:
 
     device = _device(args.device)
     cases = _cases(args.suite)
-    mutants = _mutants(args.mutant_set)
+    mutants = _mutants(args.mutant_set, args.only)
     store, scope = _open(args, device, create=True)
     jobs = args.jobs or _default_jobs(device)
     progress = progress_printer()
     started = time.monotonic()
-    run_id = store.start_run(scope, args.mutant_set, [c.id for c in cases])
+    run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
     runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress)
     try:
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device}, {jobs} worker(s)",
@@ -159,7 +163,7 @@ def cmd_run(args) -> int:
 def cmd_report(args) -> int:
     device = _device(args.device)
     store, scope = _open(args, device, create=False)
-    return _report(args, store, scope, _mutants(args.mutant_set), _cases(args.suite))
+    return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite))
 
 
 def cmd_minimize(args) -> int:
@@ -190,7 +194,7 @@ COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_re
 def _report(args, store, scope, mutants, cases) -> int:
     from mutants.report import terminal_table
 
-    scored = _scored(store, scope, mutants, cases, args.mutant_set)
+    scored = _scored(store, scope, mutants, cases, _selection_name(args))
     if not any(r for _, r in scored.rows):
         raise UsageError(f"the store {args.store} has no results for suite {args.suite} on {scope.device}"
                          f" ({scope.mode}); run `kmut run` first")
@@ -257,14 +261,27 @@ def _cases(suite: str):
     return load_suite(suite)
 
 
-def _mutants(mutant_set: str):
+def _selection_name(args) -> str:
+    return args.mutant_set if args.only is None else f"{args.mutant_set} --only {args.only}"
+
+
+def _mutants(mutant_set: str, only: str | None = None):
     from mutants.catalog import CatalogError
     from mutants.mutant import select_mutants
 
     try:
-        return select_mutants(mutant_set)
+        mutants = select_mutants(mutant_set)
     except CatalogError as error:
         raise UsageError(str(error)) from None
+    if only is None:
+        return mutants
+    wanted = [i for i in (part.strip() for part in only.split(",")) if i]
+    known = {m.id for m in mutants}
+    unknown = [i for i in wanted if i not in known]
+    if unknown or not wanted:
+        raise UsageError(f"--only: no mutant {unknown[0]!r} in the set {mutant_set}" if unknown
+                         else "--only: no mutant ids given")
+    return [m for m in mutants if m.id in set(wanted)]
 
 
 def _find(mutant_id: str, mutant_set: str):

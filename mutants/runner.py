@@ -133,7 +133,7 @@ class Runner:
             self.case_seconds = stored
             return stored
         original = self.overlay("original")
-        chunks = [list(range(i, len(self.cases), self.jobs)) for i in range(self.jobs)]
+        chunks = compile_grouped_chunks(self.cases, self.jobs)
         tasks = [_Task("<baseline>", original, chunk, False) for chunk in chunks if chunk]
         outcomes = self._run_tasks(tasks, timeouts=True, label="baseline")
         results = {i: r for progress in outcomes for i, r in progress.results.items()}
@@ -293,13 +293,18 @@ class Runner:
                             progress.current, progress.deadline = None, float("inf")
                         elif message[0] == "done":
                             worker.progress = None
+                            if not message[1]:
+                                workers.remove(worker)
+                                worker.kill()
+                                remaining = [i for i in progress.task.cases if i not in progress.results]
+                                if remaining and not progress.task.stop_at_first_failure:
+                                    # the device faulted mid-task: the other cases go on in a fresh worker
+                                    queue.insert(0, _Continuation(progress, remaining))
+                                    continue
                             finished.append(progress)
                             if on_done:
                                 on_done(progress)
                             self._discard_overlay(progress.task, mutants)
-                            if not message[1]:
-                                workers.remove(worker)
-                                worker.kill()
                             self._report(label, len(finished), total)
                     elif timeouts and time.monotonic() >= progress.deadline:
                         seconds = self.timeout_for(progress.current)
@@ -343,6 +348,14 @@ class Runner:
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
+
+
+def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
+    """Case indices dealt to ``jobs`` workers in contiguous runs of the same compiled kernel,
+    so that each configuration is compiled by one worker, not by every worker at once."""
+    order = sorted(range(len(cases)), key=lambda i: (cases[i].compile_key, i))
+    size = -(-len(order) // max(1, jobs)) if order else 0
+    return [sorted(order[i:i + size]) for i in range(0, len(order), size)] if size else []
 
 
 class _Continuation(_Task):

@@ -9,7 +9,7 @@ Messages to the parent, over a pipe:
     ("ready",)
     ("start", case_index)
     ("case", case_index, result, message, seconds)   result: pass | fail | stillborn | error
-    ("done", healthy)
+    ("done", healthy)   a worker that is not healthy (its device faulted) is replaced
 """
 
 import importlib
@@ -25,6 +25,10 @@ _COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "Unsu
 # The interpreter raises what a compile would reject (type and shape errors) while tracing,
 # wrapped in InterpreterError.
 _TRACE_ERROR_TYPES = (TypeError, NameError, AttributeError, ValueError)
+# What CUDA reports when a kernel faults: the device's counterpart of the CPU bounds checker.
+# The context is unusable afterwards, so the worker stops its task there.
+_DEVICE_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure",
+                  "illegal instruction", "device-side assert")
 
 
 def configure_environment(device: str) -> str:
@@ -53,8 +57,13 @@ def load_op(overlay: str):
     return package.fp8_paged_mqa_logits
 
 
+def is_device_fault(error: BaseException) -> bool:
+    text = str(error).lower()
+    return not isinstance(error, AssertionError) and "cuda" in text and any(f in text for f in _DEVICE_FAULTS)
+
+
 def classify_exception(error: BaseException) -> str:
-    if isinstance(error, AssertionError):
+    if isinstance(error, AssertionError) or is_device_fault(error):
         return FAIL
     chain = []
     while error is not None:
@@ -108,6 +117,7 @@ def worker_main(conn, device: str) -> None:
             continue
         if sabotage:
             op = _sabotaged(op)
+        faulted = False
         for index, fields in enumerate(case_dicts):
             conn.send(("start", index))
             started = time.perf_counter()
@@ -116,10 +126,13 @@ def worker_main(conn, device: str) -> None:
                 result, message = PASS, ""
             except Exception as error:
                 result, message = classify_exception(error), _describe(error)
+                if is_device_fault(error):
+                    faulted = True
+                    message = f"device fault (an out-of-bounds or misaligned access): {message}"
             conn.send(("case", index, result, message, time.perf_counter() - started))
-            if result != PASS and stop_at_first_failure:
+            if faulted or (result != PASS and stop_at_first_failure):
                 break
-        conn.send(("done", _healthy(device)))
+        conn.send(("done", not faulted and _healthy(device)))
 
 
 def _sabotaged(op):

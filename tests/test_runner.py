@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, Mutant, read_source, source_digest
-from mutants.runner import BaselineError, Runner
+from mutants.runner import BaselineError, Runner, compile_grouped_chunks
+from mutants.worker import ERROR, FAIL, classify_exception
 from mutants.store import Scope, Store
-from suites.cases import smoke
+from suites.cases import curated, smoke
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
@@ -90,6 +91,39 @@ def test_matrix_mode_runs_every_case(tmp_path):
     assert result.killed_by == [c.id for c in cases]
 
 
+def test_a_device_fault_kills_and_the_matrix_goes_on_in_fresh_workers(tmp_path):
+    cases = smoke()
+    runner = _runner(tmp_path, cases)
+    fault = "raise RuntimeError('CUDA error: an illegal memory access was encountered')"
+    try:
+        runner.baseline()
+        (result,) = runner.run([_mutant("faults", _launcher_prefixed(fault))], matrix=True)
+    finally:
+        runner.close()
+    assert result.outcome == "killed"
+    assert result.killed_by == [c.id for c in cases]
+    assert result.detail.startswith(f"{cases[0].id}: device fault")
+
+
+def test_device_faults_are_failures_and_other_errors_are_not():
+    fault = RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
+    assert classify_exception(fault) == FAIL
+    assert classify_exception(RuntimeError("CUDA error: misaligned address")) == FAIL
+    assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == ERROR
+    assert classify_exception(RuntimeError("an illegal memory access somewhere else")) == ERROR
+
+
+def test_baseline_chunks_keep_each_kernel_on_one_worker():
+    cases = curated()
+    keys = {c.compile_key for c in cases}
+    for jobs in (1, 2, 7, 16):
+        chunks = compile_grouped_chunks(cases, jobs)
+        assert len(chunks) <= jobs
+        assert sorted(i for chunk in chunks for i in chunk) == list(range(len(cases)))
+        compiles = sum(len({cases[i].compile_key for i in chunk}) for chunk in chunks)
+        assert compiles <= len(keys) + len(chunks) - 1  # a kernel is split only at a chunk boundary
+
+
 def test_broken_baseline_stops_the_run(tmp_path):
     root = tmp_path / "project"
     shutil.copytree(PROJECT_ROOT / "kernel", root / "kernel", ignore=shutil.ignore_patterns("__pycache__"))
@@ -161,6 +195,10 @@ def test_cli_errors_are_one_line(tmp_path):
     assert bad.returncode == 2 and "--jobs" in bad.stderr and "Traceback" not in bad.stderr
     listed = kmut("list")
     assert listed.returncode == 0 and listed.stdout.strip().endswith("12 mutants (catalog)")
+    only = kmut("list", "--only", "causal-off-by-one,dropped-kv-scale")
+    assert only.returncode == 0 and only.stdout.strip().endswith("2 mutants (catalog)")
+    not_in_set = kmut("list", "--only", "causal-off-by-one,no-such-mutant")
+    assert not_in_set.returncode == 2 and "no-such-mutant" in not_in_set.stderr and "Traceback" not in not_in_set.stderr
     shown = kmut("show", "causal-off-by-one")
     assert shown.returncode == 0 and "-        visible" in shown.stdout and "+        visible" in shown.stdout
 
