@@ -275,13 +275,12 @@ def _mutants(mutant_set: str, only: str | None = None):
         raise UsageError(str(error)) from None
     if only is None:
         return mutants
-    wanted = [i for i in (part.strip() for part in only.split(",")) if i]
-    known = {m.id for m in mutants}
-    unknown = [i for i in wanted if i not in known]
+    wanted = {part.strip() for part in only.split(",")} - {""}
+    unknown = sorted(wanted - {m.id for m in mutants})
     if unknown or not wanted:
         raise UsageError(f"--only: no mutant {unknown[0]!r} in the set {mutant_set}" if unknown
                          else "--only: no mutant ids given")
-    return [m for m in mutants if m.id in set(wanted)]
+    return [m for m in mutants if m.id in wanted]
 
 
 def _find(mutant_id: str, mutant_set: str):

@@ -293,18 +293,12 @@ class Runner:
                             progress.current, progress.deadline = None, float("inf")
                         elif message[0] == "done":
                             worker.progress = None
-                            if not message[1]:
+                            if message[1]:
+                                self._finish(progress, finished, on_done, mutants)
+                            else:  # the device faulted: the worker goes, any cases left go on in a fresh one
                                 workers.remove(worker)
                                 worker.kill()
-                                remaining = [i for i in progress.task.cases if i not in progress.results]
-                                if remaining and not progress.task.stop_at_first_failure:
-                                    # the device faulted mid-task: the other cases go on in a fresh worker
-                                    queue.insert(0, _Continuation(progress, remaining))
-                                    continue
-                            finished.append(progress)
-                            if on_done:
-                                on_done(progress)
-                            self._discard_overlay(progress.task, mutants)
+                                self._finish_or_continue(progress, finished, on_done, mutants, queue)
                             self._report(label, len(finished), total)
                     elif timeouts and time.monotonic() >= progress.deadline:
                         seconds = self.timeout_for(progress.current)
@@ -324,10 +318,17 @@ class Runner:
         worker.kill()
         case = progress.current if progress.current is not None else progress.task.cases[0]
         progress.results[case] = (result, text, 0.0)
+        self._finish_or_continue(progress, finished, on_done, mutants, queue)
+
+    def _finish_or_continue(self, progress, finished, on_done, mutants, queue) -> None:
+        """After losing a task's worker: in matrix mode the cases left go on in a fresh worker."""
         remaining = [i for i in progress.task.cases if i not in progress.results]
         if remaining and not progress.task.stop_at_first_failure:
             queue.insert(0, _Continuation(progress, remaining))
-            return
+        else:
+            self._finish(progress, finished, on_done, mutants)
+
+    def _finish(self, progress, finished, on_done, mutants) -> None:
         finished.append(progress)
         if on_done:
             on_done(progress)
