@@ -48,3 +48,22 @@ def test_guard_is_removed_afterwards():
 
     _run(shift=0)
     assert "create_masked_load" not in vars(interpreter.interpreter_builder)
+
+
+def test_a_load_running_from_one_argument_into_the_next_is_reported():
+    """Two views of one buffer: the old storage-wide check saw every lane inside memory the
+    kernel was given, and let the read run from ``src`` into ``dst``."""
+    buffer = torch.randn(32) + 2
+    src, dst = buffer[:16], buffer[16:]
+    with pytest.raises(Exception) as info, interpreter_bounds_checked():
+        _copy_kernel[(1,)](src, dst, 8, 16, BLOCK=32)
+    assert "spans several kernel arguments" in str(info.value) and "'src_ptr'" in str(info.value)
+
+
+def test_a_view_is_bounded_by_its_own_elements_not_its_storage():
+    buffer = torch.randn(64) + 2
+    src = buffer[8:24]
+    dst = torch.full((16,), float("nan"))
+    with pytest.raises(Exception) as info, interpreter_bounds_checked():
+        _copy_kernel[(1,)](src, dst, 16, 16, BLOCK=32)
+    assert "load of 16 element(s) outside every kernel argument" in str(info.value)
