@@ -7,7 +7,15 @@ compared with the original's (Papadakis et al., ICSE 2015). A mutant is
 - stillborn: some configuration does not compile, or the compiler process dies;
 - equivalent: every configuration gives the original's code;
 - duplicate: every configuration gives the code of an earlier, classifiable mutant;
+- unreached: every configuration the suite launches gives the original's code, and some
+  configuration of the declared compile-time space beyond the suite does not (different
+  code, or no code): the suite cannot tell it from the original, so it survives, and the
+  verdict names where it differs;
 - distinct: otherwise, named by the first configuration whose code differs.
+
+"Equivalent" is a claim about every configuration a user can reach, not only the suite's:
+with ``beyond`` targets (the rest of the declared space) a mutant that matches the original
+on the suite's targets is compiled on those too, and only a match everywhere is equivalent.
 
 The artifact compared is SASS, disassembled from the cubin with ``nvdisasm``. It is the last
 word on what runs: PTX still carries register numbering and instruction order that ptxas
@@ -93,7 +101,7 @@ class Compiled:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # "stillborn" | "equivalent" | "duplicate" | "distinct"
+    kind: str  # "stillborn" | "equivalent" | "duplicate" | "unreached" | "distinct"
     artifact: str
     detail: str
     duplicate_of: str | None = None
@@ -124,6 +132,27 @@ def compile_targets(cases, *, device: str | None = None) -> list[CompileTarget]:
         if targets.setdefault(target.key, target) != target:
             raise AssertionError(f"two different compile targets share the key {target.key}")
     return [targets[key] for key in sorted(targets)]
+
+
+def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:
+    """``compile_targets(cases)``, remembered under ``cache_dir`` for the sources and the
+    Triton version that produced them: planning every launch of a large suite takes minutes."""
+    from mutants.mutant import source_digest
+
+    ids = "\n".join(sorted(c.id for c in cases))
+    version = importlib.metadata.version("triton")
+    name = hashlib.sha256(f"{source_digest()}\0{device}\0{version}\0{ids}".encode()).hexdigest()[:24]
+    path = None if cache_dir is None else Path(cache_dir) / f"targets-{name}.json"
+    if path is not None and path.exists():
+        return [_target_from_json(t) for t in json.loads(path.read_text())]
+    targets = compile_targets(cases, device=device)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump([asdict(t) for t in targets], f)
+        os.replace(temporary, path)
+    return targets
 
 
 def target_of_launch(launch) -> CompileTarget:
@@ -382,15 +411,19 @@ def _death(returncode: int, stderr: str) -> str:
 # -- classifying ------------------------------------------------------------------------------
 
 
-def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *, jobs: int = 2,
-             cache_dir: Path | None = None, progress=None, timeout: float = 120.0) -> dict[str, Verdict]:
+def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *,
+             beyond=(), jobs: int = 2, cache_dir: Path | None = None, progress=None,
+             timeout: float = 120.0) -> dict[str, Verdict]:
     """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
 
-    The original is compiled for every target. A mutant is compiled lazily, target after
-    target in an order that varies the configuration as much as possible, and stops at the
-    first target whose code differs from the original's: most mutants cost one compile, an
-    equivalent one costs them all. Mutants that agree with another on everything compiled
-    so far are compiled for every target, to settle whether they are duplicates.
+    ``targets`` are the configurations the suite launches, ``beyond`` the rest of the
+    declared compile-time space (or a function returning it, called only when a mutant
+    matches the original on every target of the suite). The original is compiled for every target. A mutant is
+    compiled lazily, target after target in an order that varies the configuration as much
+    as possible, and stops at the first target whose code differs from the original's: most
+    mutants cost one compile, an equivalent one costs them all, the suite's and then those
+    beyond it. Mutants that agree with another on everything compiled so far are compiled
+    for every target of the suite, to settle whether they are duplicates.
     """
     if not targets:
         raise ValueError("classify: no compile targets")
@@ -446,10 +479,61 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
             each.close()
 
     first_with_code: dict[tuple, str] = {}
-    return {
+    verdicts = {
         mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id)
         for mutant_id, source in mutants.items()
     }
+    candidates = [mutant_id for mutant_id, verdict in verdicts.items() if verdict.kind == "equivalent"]
+    if candidates and beyond:
+        suite_keys = {t.key for t in targets}
+        beyond = [t for t in (beyond() if callable(beyond) else beyond) if t.key not in suite_keys]
+    if candidates and beyond:
+        verdicts.update(_judge_beyond(original, {i: mutants[i] for i in candidates}, len(targets),
+                                      diverse_order(beyond), jobs, cache_dir, timeout))
+    return verdicts
+
+
+def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, beyond: list[CompileTarget],
+                  jobs: int, cache_dir, timeout) -> dict[str, Verdict]:
+    """Equivalent or unreached, for mutants whose code equals the original's on every target
+    of the suite: compiled on the rest of the declared space until the first difference."""
+    reference = _compile_spread(original, beyond, jobs, cache_dir, timeout)
+    failed = [c for c in reference if not c.ok]
+    if failed:
+        raise RuntimeError(
+            f"the original kernel does not compile for {len(failed)} of the {len(beyond)} declared"
+            f" configurations beyond the suite; first: {failed[0].target}: {failed[0].error}"
+        )
+    original_code = [c.digest for c in reference]
+    sources = list(dict.fromkeys(candidates.values()))
+    chunks = [sources[i::jobs] for i in range(max(1, jobs)) if sources[i::jobs]]
+
+    def judge(chunk: list[str]) -> dict[str, list[Compiled]]:
+        compiler = _Compiler()
+        try:
+            return {source: _compile_until_different(compiler, source, beyond, original_code, cache_dir, timeout)
+                    for source in chunk}
+        finally:
+            compiler.close()
+
+    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+        outcomes = {source: outcome for part in pool.map(judge, chunks) for source, outcome in part.items()}
+    verdicts = {}
+    for mutant_id, source in candidates.items():
+        last = outcomes[source][-1]
+        total = suite_count + len(beyond)
+        if last.ok and len(outcomes[source]) == len(beyond) and last.digest == original_code[-1]:
+            verdicts[mutant_id] = Verdict(
+                "equivalent", ARTIFACT,
+                f"same {ARTIFACT} as the original on all {total} configurations of the declared space"
+                f" ({suite_count} launched by the suite)")
+        else:
+            how = "does not compile" if not last.ok else f"its {ARTIFACT} differs"
+            verdicts[mutant_id] = Verdict(
+                "unreached", ARTIFACT,
+                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations;"
+                f" {how} at {last.target}")
+    return verdicts
 
 
 def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], target_count: int) -> list[str]:
@@ -542,8 +626,7 @@ def _serve() -> None:
         os.environ.update(COMPILER_ENV, TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"))
         for line in sys.stdin:
             request = json.loads(line)
-            targets = [CompileTarget(**{k: _tuples(v) if k != "key" else v for k, v in t.items()})
-                       for t in request["targets"]]
+            targets = [_target_from_json(t) for t in request["targets"]]
             stop_unless = request.get("stop_unless")
             try:
                 module = _import_source(request["source"], Path(workdir))
@@ -564,6 +647,10 @@ def _serve() -> None:
                     break
             protocol.write(json.dumps({"end": True}) + "\n")
             protocol.flush()
+
+
+def _target_from_json(fields: dict) -> CompileTarget:
+    return CompileTarget(**{k: _tuples(v) if k != "key" else v for k, v in fields.items()})
 
 
 def _tuples(value):

@@ -28,6 +28,12 @@ from mutants.worker import ERROR, FAIL, PASS, STILLBORN, worker_main
 KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
 EQUIVALENT, DUPLICATE = "equivalent", "duplicate"
 OUTCOMES = (KILLED, SURVIVED, TIMEOUT, CRASHED, STILLBORN, EQUIVALENT, DUPLICATE)
+# the classifier's verdict for a mutant the suite cannot tell from the original although
+# other configurations can: stored as a survivor, with this reason
+UNREACHED = "unreached"
+UNREACHED_DETAIL = "not reached by any configuration of this suite"
+# the compile-time space a mutant must match the original on, everywhere, to be equivalent
+DECLARED_SPACE_SUITES = ("curated", "exhaustive")
 
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
@@ -172,14 +178,21 @@ class Runner:
         Compiles every pending mutant for each compile-time configuration the suite uses;
         returns how many were decided that way.
         """
-        from mutants.compiled import classify, compile_targets
+        from mutants.compiled import classify, compile_targets, declared_targets
         from mutants.mutant import read_source
+        from suites.cases import suite
 
         done = self.store.finished_keys(self.scope)
         pending = [m for m in mutants if m.key not in done]
         if not pending:
             return 0
         targets = compile_targets(self.cases, device=self.device)
+        cache_dir = self.root / ".mutants" / "compile-cache"
+
+        def beyond():
+            space = [case for name in DECLARED_SPACE_SUITES for case in suite(name)]
+            return declared_targets(space, device=self.device, cache_dir=cache_dir)
+
         decided = 0
         if progress:
             progress("compile", 0, len(pending))
@@ -187,15 +200,18 @@ class Runner:
             group = [m for m in pending if m.path == path]
             report = (lambda done_, total: progress("compile", done_, total)) if progress else None
             verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
-                                jobs=jobs, cache_dir=self.root / ".mutants" / "compile-cache", progress=report)
+                                beyond=beyond, jobs=jobs, cache_dir=cache_dir, progress=report)
             for mutant in group:
                 verdict = verdicts[mutant.id]
                 if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
-                    self.store.save(self.scope, Result(
-                        mutant_key=mutant.key, mutant_id=mutant.id, outcome=verdict.kind,
-                        detail=f"{verdict.artifact}: {verdict.detail}",
-                    ))
-                    decided += 1
+                    outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
+                elif verdict.kind == UNREACHED:
+                    outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                else:
+                    continue
+                self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,
+                                                   outcome=outcome, detail=detail))
+                decided += 1
         return decided
 
     # -- mutants --

@@ -61,6 +61,33 @@ def verdicts(targets, cache_dir):
     return result
 
 
+PRESHUFFLE_ONLY = mutate(KERNEL_SOURCE, "+ (slot % 16) * 16)[None, :, None]", "+ (slot % 16) * 8)[None, :, None]")
+
+
+def test_equivalent_means_the_same_code_beyond_the_suite(targets, cache_dir):
+    """A mutant inside the preshuffle branch is the original on a block-flat suite: it is not
+    equivalent, because a preshuffled configuration of the declared space compiles it."""
+    beyond = compile_targets([Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)])
+    mutants = {"times-one": MUTANTS["times-one"], "preshuffle-only": PRESHUFFLE_ONLY}
+    suite_only = classify(KERNEL_SOURCE, mutants, targets, jobs=2, cache_dir=cache_dir)
+    assert suite_only["preshuffle-only"].kind == "equivalent"
+
+    verdicts = classify(KERNEL_SOURCE, mutants, targets, beyond=lambda: beyond, jobs=2, cache_dir=cache_dir)
+    assert verdicts["times-one"].kind == "equivalent"
+    assert "all 2 configurations" in verdicts["times-one"].detail
+    unreached = verdicts["preshuffle-only"]
+    assert unreached.kind == "unreached" and beyond[0].key in unreached.detail
+
+
+def test_the_space_beyond_the_suite_is_planned_only_when_needed(targets, cache_dir):
+    def never():
+        raise AssertionError("planned the declared space for a mutant the suite already tells apart")
+
+    verdicts = classify(KERNEL_SOURCE, {"causal-lt": MUTANTS["causal-lt"]}, targets, beyond=never,
+                        jobs=2, cache_dir=cache_dir)
+    assert verdicts["causal-lt"].kind == "distinct"
+
+
 def test_curated_targets_are_deterministic_and_distinct():
     first = compile_targets(curated())
     keys = [t.key for t in first]
