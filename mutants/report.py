@@ -112,6 +112,8 @@ def terminal_table(scored: Scored, *, per_mutant: bool = True) -> str:
         original = read_source(mutant.path)
         lines.append("")
         lines.append(f"{result.outcome}: {mutant.id} — {mutant.description}")
+        if result.detail:
+            lines.append(f"  why: {result.detail.splitlines()[0][:300]}")
         lines.append(mutant.diff(original).rstrip())
     return "\n".join(lines)
 
