@@ -62,7 +62,16 @@ def is_device_fault(error: BaseException) -> bool:
     return not isinstance(error, AssertionError) and "cuda" in text and any(f in text for f in _DEVICE_FAULTS)
 
 
+def is_environment_failure(error: BaseException) -> bool:
+    """The machine, not the code under test, failed the case: memory or I/O ran out."""
+    text = str(error).lower()
+    return isinstance(error, (MemoryError, OSError)) or "out of memory" in text
+
+
 def classify_exception(error: BaseException) -> str:
+    """FAIL for a wrong answer, a device fault, or any other exception the op raised on the
+    case's valid inputs (a test run fails on it just the same); STILLBORN for code the
+    compiler would reject; ERROR only when the environment failed."""
     if isinstance(error, AssertionError) or is_device_fault(error):
         return FAIL
     chain = []
@@ -76,7 +85,7 @@ def classify_exception(error: BaseException) -> str:
             return STILLBORN
     if any(isinstance(link, AssertionError) for link in chain):
         return FAIL
-    return ERROR
+    return ERROR if any(is_environment_failure(link) for link in chain) else FAIL
 
 
 def _describe(error: BaseException) -> str:
@@ -129,6 +138,8 @@ def worker_main(conn, device: str) -> None:
                 if is_device_fault(error):
                     faulted = True
                     message = f"device fault (an out-of-bounds or misaligned access): {message}"
+                elif result == FAIL and not isinstance(error, AssertionError):
+                    message = f"raised on valid inputs: {message}"
             conn.send(("case", index, result, message, time.perf_counter() - started))
             if faulted or (result != PASS and stop_at_first_failure):
                 break

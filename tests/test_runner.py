@@ -69,10 +69,11 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
         "wrong-answer": "killed",
         "hangs": "timeout",
         "segfaults": "crashed",
-        "raises": "crashed",
+        "raises": "killed",
         "does-not-parse": "stillborn",
     }
     assert "SIGSEGV" in results["segfaults"].detail
+    assert "raised on valid inputs: RuntimeError: device lost" in results["raises"].detail
     assert "finite cell(s) out of tolerance" in results["wrong-answer"].detail
     assert results["wrong-answer"].killed_by == [cases[0].id]
 
@@ -105,12 +106,14 @@ def test_a_device_fault_kills_and_the_matrix_goes_on_in_fresh_workers(tmp_path):
     assert result.detail.startswith(f"{cases[0].id}: device fault")
 
 
-def test_device_faults_are_failures_and_other_errors_are_not():
+def test_the_op_failing_is_a_failure_and_the_machine_failing_is_not():
     fault = RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
     assert classify_exception(fault) == FAIL
     assert classify_exception(RuntimeError("CUDA error: misaligned address")) == FAIL
+    assert classify_exception(ValueError("context_lens: expected ... got 64 at b=0")) == FAIL
     assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == ERROR
-    assert classify_exception(RuntimeError("an illegal memory access somewhere else")) == ERROR
+    assert classify_exception(MemoryError()) == ERROR
+    assert classify_exception(OSError(28, "No space left on device")) == ERROR
 
 
 def test_baseline_chunks_keep_each_kernel_on_one_worker():
