@@ -1,0 +1,100 @@
+"""A memory checker for CUDA runs: survivors re-run under compute-sanitizer's memcheck.
+
+On the CPU the interpreter's bounds checker sees every load and store. On a GPU an
+out-of-bounds read that lands in memory the process owns passes silently unless something
+checks it: ``compute-sanitizer --tool memcheck`` does, provided each tensor is its own
+allocation (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``; the caching allocator would hand out
+slices of one large block, inside which every access looks valid).
+
+It costs a process start, a compile of every configuration and a slower run, so only the
+mutants that survived the suite are re-run under it. An invalid access kills the mutant,
+with the case it happened in and the sanitizer's first finding as the reason.
+
+Run as ``python -m mutants.sanitize OVERLAY CASES_JSON`` (what the parent starts under the
+sanitizer), it imports the op from ``OVERLAY`` and runs the cases, printing a marker line
+before each so that a finding can be traced to its case.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+FINDING_EXIT = 86  # what memcheck exits with when it found an error
+CASE_MARKER = "kmut-sanitize-case "
+SANITIZER_NAMES = ("compute-sanitizer",)
+SANITIZER_PLACES = ("/usr/local/cuda/bin", "/opt/cuda/bin")
+FINDING_PREFIX = "========= Invalid"
+FINDING_LINES = 3
+
+
+class SanitizerMissing(RuntimeError):
+    """No compute-sanitizer on this machine."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    case_id: str
+    text: str  # the first finding, a few lines
+
+
+def find_sanitizer() -> str:
+    for name in SANITIZER_NAMES:
+        found = shutil.which(name) or next(
+            (str(Path(place) / name) for place in SANITIZER_PLACES if (Path(place) / name).is_file()), None)
+        if found:
+            return found
+    raise SanitizerMissing("--sanitize: no compute-sanitizer on PATH or in /usr/local/cuda/bin (it ships with the"
+                           " CUDA toolkit)")
+
+
+def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root: Path) -> Finding | None:
+    """The first invalid access the cases make with the op from ``overlay``, or None."""
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
+               "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,
+               json.dumps([c.as_dict() for c in cases])]
+    try:
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return parse_findings(done.stdout + done.stderr) if done.returncode == FINDING_EXIT else None
+
+
+def parse_findings(output: str) -> Finding | None:
+    """The first finding in memcheck's output, with the case whose marker came before it."""
+    case_id = ""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith(CASE_MARKER):
+            case_id = line[len(CASE_MARKER):].strip()
+        elif line.startswith(FINDING_PREFIX):
+            text = "\n".join(part.removeprefix("=========").strip() for part in lines[index:index + FINDING_LINES])
+            return Finding(case_id, text)
+    return None
+
+
+def _run_cases(overlay: str, case_dicts: list[dict]) -> int:
+    from mutants.worker import load_op
+    from suites.cases import Case
+    from suites.check import check_case
+
+    op = load_op(overlay)
+    for fields in case_dicts:
+        case = Case(**fields)
+        print(CASE_MARKER + case.id, flush=True)
+        try:
+            check_case(case, op, "cuda")
+        except Exception as error:  # the suite's own verdict was given already; only accesses count here
+            print(f"case raised {type(error).__name__}", flush=True)
+            if "cuda" in str(error).lower():
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_run_cases(sys.argv[1], json.loads(sys.argv[2])))
