@@ -1,9 +1,10 @@
 """The bug catalog: named bugs a kernel engineer fears, each pinned to its site by a matcher.
 
 A bug is found by what the code says, not by a line number, so it survives edits around it.
-Each matcher must find exactly one site inside the kernel; anything else is an error when
-the catalog loads, never a silently skipped bug. ``exposed_by`` names what a suite needs to
-contain for the bug to show.
+Each bug names its file and side (device: the kernel body, the default; host: the launcher,
+tuning or validation code the target declares), and its matcher must find exactly one site in
+that code; anything else is an error when the catalog loads, never a silently skipped bug.
+``exposed_by`` names what a suite needs to contain for the bug to show.
 """
 
 from collections.abc import Callable
@@ -14,12 +15,13 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, Mutant, read_source
-from mutants.operators import in_kernel_scope
+from mutants.mutant import PROJECT_ROOT, Mutant, read_source
+from mutants.operators import DEVICE, Scope, ScopeTracker
+from mutants.target import TRITON_TARGET, Target
 
 
 class CatalogError(ValueError):
-    """A catalog entry does not pin exactly one site in the kernel."""
+    """A catalog entry does not pin exactly one site in the code it names."""
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class Bug:
     exposed_by: str
     site: m.BaseMatcherNode
     mutate: Callable[[cst.CSTNode], cst.CSTNode]
-    path: str = KERNEL_FILES[0]
+    path: str = TRITON_TARGET.device_file
+    side: str = DEVICE  # DEVICE: the site is in the kernel body; HOST: in the file's host code
 
 
 def _names(*names: str) -> m.BaseMatcherNode:
@@ -176,44 +179,48 @@ CATALOG: tuple[Bug, ...] = (
 )
 
 
-def _sites(module: cst.Module, bug: Bug) -> list[cst.CSTNode]:
-    """Nodes matching the bug's site inside kernel functions, outermost first."""
+def _sites(module: cst.Module, bug: Bug, scope: Scope) -> list[cst.CSTNode]:
+    """Nodes matching the bug's site in the code `scope` covers, outermost first."""
     found = []
 
     class Find(m.MatcherDecoratableVisitor):
         def __init__(self):
             super().__init__()
-            self.depth = 0
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            if in_kernel_scope(node):
-                self.depth += 1
-
-        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-            if in_kernel_scope(node):
-                self.depth -= 1
+            self.tracker = ScopeTracker(scope)
 
         def on_visit(self, node: cst.CSTNode) -> bool:
-            if self.depth and m.matches(node, bug.site):
+            self.tracker.enter(node)
+            if self.tracker.inside and m.matches(node, bug.site):
                 found.append(node)
             return super().on_visit(node)
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            self.tracker.leave(original_node)
+            super().on_leave(original_node)
 
     module.visit(Find())
     return found
 
 
-def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALOG) -> list[Mutant]:
-    """One mutant per bug; CatalogError when a bug's site is missing or ambiguous."""
+def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALOG,
+                    target: Target = TRITON_TARGET) -> list[Mutant]:
+    """One mutant per bug; CatalogError when a bug's site is missing or ambiguous, or lies in
+    code the target does not mutate."""
     mutants = []
     sources = {}
     for bug in catalog:
+        try:
+            scope = target.scope(bug.path, bug.side)
+        except LookupError as error:
+            raise CatalogError(f"catalog bug {bug.name!r}: {error}") from None
         original = sources.setdefault(bug.path, read_source(bug.path, root))
         wrapper = MetadataWrapper(cst.parse_module(original), unsafe_skip_copy=True)
         module = wrapper.module
-        sites = _sites(module, bug)
+        sites = _sites(module, bug, scope)
         if len(sites) != 1:
             where = ", ".join(f"line {wrapper.resolve(PositionProvider)[s].start.line}" for s in sites) or "nowhere"
-            raise CatalogError(f"catalog bug {bug.name!r} must match exactly one site in {bug.path}; matched {where}")
+            raise CatalogError(f"catalog bug {bug.name!r} must match exactly one site in the {bug.side} code"
+                               f" of {bug.path}; matched {where}")
         site = sites[0]
         replacement = bug.mutate(site)
         mutated = module.deep_replace(site, replacement)
@@ -229,5 +236,6 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
             description=bug.description,
             exposed_by=bug.exposed_by,
             source=mutated.code,
+            side=bug.side,
         ))
     return mutants

@@ -7,7 +7,9 @@
     kmut report [same selection as run] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut minimize [--suite ...] [--mutants SET] [--device ...]
 
-SET is catalog (the named bugs, default), generic, gpu, operators (generic and GPU) or all.
+SET is catalog (the named bugs, default), generic, gpu, operators (every operator, on the
+kernel and on its host code: launcher, tuning, validation), device or host (every operator, on
+that side's code only) or all.
 Results live in a store (default .mutants/results.sqlite): a run resumes where an earlier
 one stopped and never re-runs a finished mutant of an unchanged kernel and suite.
 """
@@ -17,10 +19,13 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
+from mutants.mutant import MUTANT_SETS
+from mutants.operators import DEVICE, HOST
+
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE = 0, 1, 2, 3
-MUTANT_SETS = ("catalog", "generic", "gpu", "operators", "all")
 
 
 class UsageError(Exception):
@@ -54,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def selection(p, *, with_suite=True, with_only=True):
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
-                       help="which mutants: the bug catalog (default), operator sets, or all")
+                       help="which mutants: the bug catalog (default); generic, gpu or operators (every"
+                            " operator, kernel and host code); device or host (every operator, on that"
+                            " side's code only); all")
         if with_only:
             p.add_argument("--only", dest="only", default=None, metavar="ID,...",
                            help="only these mutants of the set (comma-separated ids, as `kmut list` prints them)")
@@ -116,7 +123,11 @@ def cmd_list(args) -> int:
     mutants = _mutants(args.mutant_set, args.only)
     for mutant in mutants:
         change = f"{_one_line(mutant.before)} -> {_one_line(mutant.after)}"
-        print(f"{mutant.id:<34} {mutant.path}:{mutant.line:<4} {change[:90]}")
+        print(f"{mutant.id:<40} {mutant.side:<6} {mutant.path}:{mutant.line:<4} {change[:90]}")
+    per_file = Counter((m.path, m.side) for m in mutants)
+    for path in dict.fromkeys(m.path for m in mutants):
+        sides = ", ".join(f"{per_file[path, side]} {side}" for side in (DEVICE, HOST) if per_file[path, side])
+        print(f"{path}: {sides}")
     print(f"{len(mutants)} mutants ({args.mutant_set})")
     return EXIT_OK
 

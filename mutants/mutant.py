@@ -1,7 +1,8 @@
-"""A mutant: one changed copy of one kernel source file, never written over the original.
+"""A mutant: one changed copy of one source file of the op, never written over the original.
 
-Mutants come from two places: the generic and GPU operators applied at every point of the
-kernel (ids ``<operator>-<n>``), and the bug catalog (ids are the bug names).
+Mutants come from two places: the operators applied at every point of the target's device
+and host code (ids ``<operator>-<n>`` in the kernel, ``<file stem>:<operator>-<n>`` in host
+code, see `mutants.target`), and the bug catalog (ids are the bug names).
 """
 
 import difflib
@@ -9,17 +10,29 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutants.operators import ALL_OPERATORS, GENERIC_OPERATORS, GPU_OPERATORS, apply_mutation, mutation_points
+from mutants.operators import (
+    ALL_OPERATORS,
+    DEVICE,
+    GENERIC_OPERATORS,
+    GPU_OPERATORS,
+    HOST,
+    MODULE_LEVEL,
+    apply_mutation,
+    mutation_points,
+)
+from mutants.target import TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-KERNEL_PACKAGE = "kernel"
-KERNEL_FILES = ("kernel/paged_mqa_logits.py",)
 
+# name -> (operators, the sides of the code they mutate)
 OPERATOR_SETS = {
-    "generic": GENERIC_OPERATORS,
-    "gpu": GPU_OPERATORS,
-    "operators": ALL_OPERATORS,
+    "generic": (GENERIC_OPERATORS, (DEVICE, HOST)),
+    "gpu": (GPU_OPERATORS, (DEVICE,)),
+    "operators": (ALL_OPERATORS, (DEVICE, HOST)),
+    "device": (ALL_OPERATORS, (DEVICE,)),
+    "host": (ALL_OPERATORS, (HOST,)),
 }
+MUTANT_SETS = ("catalog", *OPERATOR_SETS, "all")
 
 
 @dataclass(frozen=True)
@@ -34,6 +47,7 @@ class Mutant:
     description: str
     exposed_by: str  # catalog: the axis a suite needs to expose the bug; operators: ""
     source: str  # the whole mutated file
+    side: str = DEVICE  # DEVICE: the mutated code is compiled for a GPU; HOST: plain Python
 
     @property
     def key(self) -> str:
@@ -51,46 +65,55 @@ def read_source(path: str, root: Path = PROJECT_ROOT) -> str:
     return (root / path).read_text()
 
 
-def operator_mutants(operators=ALL_OPERATORS, root: Path = PROJECT_ROOT) -> list[Mutant]:
+def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path = PROJECT_ROOT,
+                     target: Target = TRITON_TARGET) -> list[Mutant]:
+    """Every point of `operators` in the target's code of the given sides."""
     mutants = []
-    for path in KERNEL_FILES:
-        original = read_source(path, root)
-        for operator_class in operators:
-            operator = operator_class()
-            for point in mutation_points(original, operator):
-                mutants.append(Mutant(
-                    id=f"{operator.name}-{point.index}",
-                    origin=operator.name,
-                    path=path,
-                    line=point.line,
-                    column=point.column,
-                    before=point.before,
-                    after=point.after,
-                    description=f"{operator.description} in {point.function}()",
-                    exposed_by="",
-                    source=apply_mutation(original, operator, point.index),
-                ))
+    for file in target.files:
+        original = read_source(file.path, root)
+        for scope in file.scopes:
+            if scope.side not in sides:
+                continue
+            prefix = target.mutant_id_prefix(file.path, scope.side)
+            for operator_class in operators:
+                operator = operator_class()
+                for point in mutation_points(original, operator, scope):
+                    where = "at module level" if point.function == MODULE_LEVEL else f"in {point.function}()"
+                    mutants.append(Mutant(
+                        id=f"{prefix}{operator.name}-{point.index}",
+                        origin=operator.name,
+                        path=file.path,
+                        line=point.line,
+                        column=point.column,
+                        before=point.before,
+                        after=point.after,
+                        description=f"{operator.description} {where}",
+                        exposed_by="",
+                        source=apply_mutation(original, operator, point.index, scope),
+                        side=scope.side,
+                    ))
     return mutants
 
 
 def select_mutants(which: str, root: Path = PROJECT_ROOT) -> list[Mutant]:
-    """``catalog``, ``generic``, ``gpu``, ``operators`` (generic and GPU) or ``all``."""
+    """One of `MUTANT_SETS`: ``catalog``; ``generic``, ``gpu`` or ``operators`` (both);
+    ``device`` or ``host`` (every operator, on that side's code only); ``all``."""
     from mutants.catalog import catalog_mutants
 
     if which == "catalog":
         return catalog_mutants(root)
     if which == "all":
-        return catalog_mutants(root) + operator_mutants(ALL_OPERATORS, root)
+        return catalog_mutants(root) + operator_mutants(ALL_OPERATORS, (DEVICE, HOST), root)
     if which in OPERATOR_SETS:
-        return operator_mutants(OPERATOR_SETS[which], root)
-    raise ValueError(f"unknown mutant set {which!r}; known: catalog, generic, gpu, operators, all")
+        return operator_mutants(*OPERATOR_SETS[which], root)
+    raise ValueError(f"unknown mutant set {which!r}; known: {', '.join(MUTANT_SETS)}")
 
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:
     """Hash of every file a mutant's outcome depends on besides the mutant itself: the
     kernel package, the oracle and the suites."""
     digest = hashlib.sha256()
-    for folder in ("kernel", "oracle", "suites"):
+    for folder in (TRITON_TARGET.package, "oracle", "suites"):
         for path in sorted((root / folder).rglob("*.py")):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())

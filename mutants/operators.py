@@ -1,13 +1,19 @@
-"""Mutation operators for Triton and FlyDSL kernels, written against libcst.
+"""Mutation operators for Triton and FlyDSL kernels and the host code that launches them,
+written against libcst.
 
 An operator says which libcst nodes it matches and yields replacement nodes for them
-(`Operator.replacements`). `mutation_points` lists every (node, replacement) pair inside the
-kernels of a module, and `apply_mutation` swaps one of them in and returns the whole module
-source, byte-identical outside the mutated node.
+(`Operator.replacements`, or `Operator.replacements_at` when it needs to see where the node
+sits). `mutation_points` lists every (node, replacement) pair in the code of a module that a
+`Scope` covers, and `apply_mutation` swaps one of them in and returns the whole module source,
+byte-identical outside the mutated node.
 
-Only code inside functions accepted by a scope predicate (by default `in_kernel_scope`: Triton
-and FlyDSL kernels) is mutated, and never decorators, signatures, annotations, docstrings or
-`tl.static_assert(...)` calls.
+A scope covers one side of a module: device code (the bodies of Triton and FlyDSL kernels,
+`in_kernel_scope`, and of functions nested in them) or host code (every other function, and
+optionally module-level constants). Each operator declares the sides it applies to
+(`applies_to`): generic operators both, GPU operators device code only, host operators host
+code only. Never mutated: decorators, signatures (but for operators that shift parameter
+defaults), annotations, strings (docstrings, messages, f-strings), `raise` statements,
+logging calls and `tl.static_assert(...)`.
 
 Operators yield raw replacements; the framework then keeps the original node's parentheses and
 adds parentheses where the replacement binds more loosely than its position requires, and
@@ -19,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,8 +35,14 @@ from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
 
 __all__ = [
     "ALL_OPERATORS",
+    "DEVICE",
+    "DEVICE_CODE",
     "GENERIC_OPERATORS",
     "GPU_OPERATORS",
+    "HOST",
+    "HOST_CODE",
+    "HOST_OPERATORS",
+    "MODULE_LEVEL",
     "ArgumentSwap",
     "ArithmeticSwap",
     "BarrierRemoval",
@@ -39,15 +51,21 @@ __all__ = [
     "ComparisonBoundary",
     "ComparisonNegate",
     "ConstantShift",
+    "DefaultShift",
     "DropFactor",
     "DropMask",
     "DropTerm",
+    "DroppedGuard",
+    "DroppedSequenceElement",
+    "DroppedWideningCast",
     "Example",
     "FloorCeilDivision",
     "MutationPoint",
     "Operator",
     "ProgramIdAxis",
     "Scope",
+    "ScopeTracker",
+    "StrideFromShape",
     "StrideSwap",
     "TileOffsetScale",
     "WhereCollapse",
@@ -57,24 +75,51 @@ __all__ = [
     "operator_by_name",
 ]
 
+DEVICE, HOST = "device", "host"
+# MutationPoint.function of a point in a module-level constant
+MODULE_LEVEL = "<module>"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The code of a module that operators mutate: one side, `DEVICE` (kernel bodies, compiled
+    for a GPU) or `HOST` (plain Python: every function that is not a kernel nor nested in one),
+    and for host code, with `module_constants`, module-level assignments to ALL_CAPS names."""
+
+    side: str = DEVICE
+    module_constants: bool = False
+
+    def __post_init__(self) -> None:
+        if self.side not in (DEVICE, HOST):
+            raise ValueError(f"scope side must be {DEVICE!r} or {HOST!r}, got {self.side!r}")
+        if self.module_constants and self.side != HOST:
+            raise ValueError("module constants are host code")
+
+
+DEVICE_CODE = Scope(DEVICE)
+HOST_CODE = Scope(HOST)
+
 
 @dataclass(frozen=True)
 class Example:
-    """`before` mutated by the operator's point number `occurrence` gives `after`."""
+    """`before` mutated by the operator's point number `occurrence` in `scope` gives `after`."""
 
     before: str
     after: str
     occurrence: int = 0
+    scope: Scope = DEVICE_CODE
 
 
 @dataclass(frozen=True)
 class MutationPoint:
     """One mutation: at `line` (1-based) / `column` (0-based), the code `before` becomes `after`.
 
-    `index` numbers the points of one operator in a module (source order, then replacement
-    order); `apply_mutation` takes it. The position and `before` include the node's own
-    parentheses, and continuation lines of `before` and `after` carry the enclosing block's
-    indentation, so `before` is exactly the replaced source text.
+    `index` numbers the points of one operator in one scope of a module (source order, then
+    replacement order); `apply_mutation` takes it. The position and `before` include the node's
+    own parentheses, and continuation lines of `before` and `after` carry the enclosing block's
+    indentation, so `before` is exactly the replaced source text. A statement's `before` starts
+    at its line's indentation, below any comment lines that lead it (they stay put).
+    `function` names the enclosing function, or is `MODULE_LEVEL`.
     """
 
     operator: str
@@ -90,12 +135,22 @@ class Operator:
     """A mutation operator: matches libcst nodes and yields replacements for them."""
 
     name: ClassVar[str]
-    kind: ClassVar[str]
+    kind: ClassVar[str]  # "generic", "gpu" or "host": the operator set it belongs to
     description: ClassVar[str]
+    applies_to: ClassVar[tuple[str, ...]] = (DEVICE, HOST)
+    # True for operators that mutate the default values of parameters, which no other sees
+    reaches_parameter_defaults: ClassVar[bool] = False
 
     def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         """Replacement nodes for `node`; nothing when the operator does not match it."""
         return iter(())
+
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
+        """Replacements for `node` inside `parents` (the enclosing nodes, outermost first), in
+        code of `side`; by default those of `replacements`, which need no context."""
+        return self.replacements(node)
 
     @classmethod
     def examples(cls) -> list[Example]:
@@ -103,9 +158,6 @@ class Operator:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
-
-
-Scope = Callable[[cst.FunctionDef], bool]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,9 +361,22 @@ def kernel(x, y, n):
 """
 
 
+_LAUNCHER_HEADER = """\
+import torch
+
+
+def launch(x, out=None, block=None):
+"""
+
+
 def _kernel(body: str, header: str = _KERNEL_HEADER) -> str:
     """A module holding one @triton.jit kernel whose body is `body` (dedented)."""
     return header + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n"
+
+
+def _launcher(body: str) -> str:
+    """A module holding one host function whose body is `body` (dedented)."""
+    return _kernel(body, header=_LAUNCHER_HEADER)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,12 +628,17 @@ class ConstantShift(Operator):
 
 
 def _shifted_integer(node: cst.Integer, delta: int) -> cst.BaseExpression:
-    digits = node.value.replace("_", "")
-    value = int(digits, 0) + delta
-    spell = {"0x": hex, "0o": oct, "0b": bin}.get(digits[:2].lower(), str)
+    value = node.evaluated_value + delta
     if value >= 0:
-        return node.with_changes(value=spell(value))
-    return cst.UnaryOperation(operator=cst.Minus(), expression=cst.Integer(value=spell(-value)))
+        return _spelled_like(node, value)
+    return cst.UnaryOperation(operator=cst.Minus(), expression=_spelled_like(node, -value).with_changes(lpar=[], rpar=[]))
+
+
+def _spelled_like(node: cst.Integer, value: int) -> cst.Integer:
+    """An integer literal of `value`, in the base `node` is written in."""
+    digits = node.value.replace("_", "")
+    spell = {"0x": hex, "0o": oct, "0b": bin}.get(digits[:2].lower(), str)
+    return node.with_changes(value=spell(value))
 
 
 class DropTerm(Operator):
@@ -657,25 +727,35 @@ class DropFactor(Operator):
 
 
 class FloorCeilDivision(Operator):
-    """Rounding direction of a division: `tl.cdiv(a, b)` <-> `a // b`."""
+    """Rounding direction of a division: `tl.cdiv(a, b)` <-> `a // b` in kernels; in host
+    code `triton.cdiv(a, b)` and `-(-a // b)` -> `a // b`, and `a // b` -> `-(-a // b)`."""
 
     name = "floor-ceil-division"
     kind = "generic"
-    description = "swap ceiling and floor division: tl.cdiv(a, b) <-> a // b"
+    description = "swap ceiling and floor division: tl.cdiv(a, b) <-> a // b, on the host -(-a // b) <-> a // b"
 
-    def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
         if _callee_leaf(node) == "cdiv":
             positional = _positional_args(node)
             if len(node.args) == 2 and len(positional) == 2:
                 yield _binary(node.args[0].value, cst.FloorDivide(), node.args[1].value)
+        elif side == HOST and _negated_floor_of_negation(node) is not None:
+            yield _negated_floor_of_negation(node)
         elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.FloorDivide):
-            yield cst.Call(
-                func=cst.Attribute(value=cst.Name("tl"), attr=cst.Name("cdiv")),
-                args=[
-                    cst.Arg(_without_parens(node.left), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                    cst.Arg(_without_parens(node.right)),
-                ],
-            )
+            if side == DEVICE:
+                yield cst.Call(
+                    func=cst.Attribute(value=cst.Name("tl"), attr=cst.Name("cdiv")),
+                    args=[
+                        cst.Arg(_without_parens(node.left), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                        cst.Arg(_without_parens(node.right)),
+                    ],
+                )
+            elif _negated_floor_of_negation(parents[-1]) is None:  # not the inside of a ceiling
+                negated = cst.UnaryOperation(operator=cst.Minus(), expression=_parenthesized_below(node.left, 13))
+                yield cst.UnaryOperation(operator=cst.Minus(), expression=_parenthesized_below(
+                    _binary(negated, cst.FloorDivide(), node.right), _ATOM))
 
     @classmethod
     def examples(cls) -> list[Example]:
@@ -712,7 +792,56 @@ class FloorCeilDivision(Operator):
                     col = offs % n
                 """),
             ),
+            Example(
+                before=_launcher("""
+                    # enough programs for every row, the last one partial
+                    programs = -(-x.shape[0] * 2 // block)
+                    rows = x.shape[0] // block
+                """),
+                after=_launcher("""
+                    # enough programs for every row, the last one partial
+                    programs = x.shape[0] * 2 // block
+                    rows = x.shape[0] // block
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    programs = -(-x.shape[0] // block)  # ceiling
+                    rows = (x.shape[0] + 1) // block
+                """),
+                after=_launcher("""
+                    programs = -(-x.shape[0] // block)  # ceiling
+                    rows = -(-(x.shape[0] + 1) // block)
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
         ]
+
+
+def _negated_floor_of_negation(node: cst.CSTNode) -> cst.BinaryOperation | None:
+    """`a // b` for a host-side ceiling `-(-a // b)` (`a` may be a product, `-x * y` being
+    `(-x) * y`); None for anything else."""
+    if not (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)):
+        return None
+    division = node.expression
+    if not (isinstance(division, cst.BinaryOperation) and isinstance(division.operator, cst.FloorDivide)):
+        return None
+    numerator = _without_leading_minus(division.left)
+    return None if numerator is None else division.with_changes(left=numerator, lpar=[], rpar=[])
+
+
+def _without_leading_minus(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`-x` -> `x`, `-x * y` -> `x * y`; None when `expr` does not start with a minus."""
+    if expr.lpar:
+        return None
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        return expr.expression
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        left = _without_leading_minus(expr.left)
+        return None if left is None else expr.with_changes(left=left)
+    return None
 
 
 class ClampRemoval(Operator):
@@ -940,6 +1069,102 @@ class BooleanSwap(Operator):
         ]
 
 
+class DroppedWideningCast(Operator):
+    """Lost 64-bit arithmetic: `x.to(tl.int64)` -> `x`, `x.long()` -> `x`, and an int64 dtype
+    argument dropped (`t.to("cpu", torch.int64)` -> `t.to("cpu")`, `dtype=torch.int64`)."""
+
+    name = "dropped-widening-cast"
+    kind = "generic"
+    description = "drop a widening cast: x.to(int64) -> x, x.long() -> x, an int64 dtype argument"
+
+    def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        if not isinstance(node, cst.Call):
+            return
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
+        if method == "long" and not node.args:
+            yield node.func.value
+        elif method == "to":
+            wide = [i for i, arg in enumerate(node.args)
+                    if _is_int64(arg.value) and (arg.keyword is None or arg.keyword.value == "dtype")]
+            if wide:
+                yield node.func.value if len(wide) == len(node.args) else _without_arguments(node, wide)
+        else:
+            dtype = _keyword_arg(node, "dtype")
+            if dtype is not None and _is_int64(node.args[dtype].value):
+                yield _without_arguments(node, [dtype])
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_kernel("""
+                    # rows of a pool past 2 GiB: 64-bit offsets
+                    ptrs = x_ptr + rows.to(tl.int64)[:, None] * n
+                    y = rows.to(tl.float32)
+                """),
+                after=_kernel("""
+                    # rows of a pool past 2 GiB: 64-bit offsets
+                    ptrs = x_ptr + rows[:, None] * n
+                    y = rows.to(tl.float32)
+                """),
+            ),
+            Example(
+                before=_kernel("""
+                    base = (pid * n).to(tl.int64) * BLOCK  # 64-bit
+                    y = x * 2
+                """),
+                after=_kernel("""
+                    base = (pid * n) * BLOCK  # 64-bit
+                    y = x * 2
+                """),
+            ),
+            Example(
+                before=_launcher("""
+                    lens = x.to("cpu", torch.int64)  # sums of lengths overflow int32
+                    ids = torch.arange(8, dtype=torch.int64, device=x.device)
+                    half = x.to(torch.float16)
+                """),
+                after=_launcher("""
+                    lens = x.to("cpu")  # sums of lengths overflow int32
+                    ids = torch.arange(8, dtype=torch.int64, device=x.device)
+                    half = x.to(torch.float16)
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    lens = x.to("cpu")
+                    ids = torch.arange(8, dtype=torch.int64, device=x.device)
+                    total = x.long().sum()
+                """),
+                after=_launcher("""
+                    lens = x.to("cpu")
+                    ids = torch.arange(8, device=x.device)
+                    total = x.long().sum()
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    total = x.long().sum()  # no int32 overflow
+                    y = x * 2
+                """),
+                after=_launcher("""
+                    total = x.sum()  # no int32 overflow
+                    y = x * 2
+                """),
+                scope=HOST_CODE,
+            ),
+        ]
+
+
+def _is_int64(expr: cst.BaseExpression) -> bool:
+    """`int64`, `tl.int64`, `torch.int64` or `torch.long`."""
+    name = _dotted_name(expr)
+    return name is not None and (name.rsplit(".", 1)[-1] == "int64" or name == "torch.long")
+
+
+
 # ---------------------------------------------------------------------------------------------
 # GPU operators
 
@@ -949,6 +1174,7 @@ class ProgramIdAxis(Operator):
 
     name = "program-id-axis"
     kind = "gpu"
+    applies_to = (DEVICE,)
     description = "read the wrong grid axis: tl.program_id(0) <-> tl.program_id(1), 2 -> 0"
 
     _AXIS_SWAP: ClassVar[dict[int, int]] = {0: 1, 1: 0, 2: 0}
@@ -1002,6 +1228,7 @@ class DropMask(Operator):
 
     name = "drop-mask"
     kind = "gpu"
+    applies_to = (DEVICE,)
     description = "drop the mask= (and other=) of a tl.load / tl.store"
 
     _DROPPED: ClassVar[tuple[str, ...]] = ("mask", "other")
@@ -1009,10 +1236,8 @@ class DropMask(Operator):
     def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if _callee_leaf(node) not in ("load", "store") or _keyword_arg(node, "mask") is None:
             return
-        kept = [arg for arg in node.args if arg.keyword is None or arg.keyword.value not in self._DROPPED]
-        if kept and kept[-1] is not node.args[-1]:
-            kept[-1] = _as_last_argument(kept[-1], node.args[-1])
-        yield node.with_changes(args=kept)
+        yield _without_arguments(node, [i for i, arg in enumerate(node.args)
+                                        if arg.keyword is not None and arg.keyword.value in self._DROPPED])
 
     @classmethod
     def examples(cls) -> list[Example]:
@@ -1061,6 +1286,14 @@ class DropMask(Operator):
         ]
 
 
+def _without_arguments(call: cst.Call, dropped: list[int]) -> cst.Call:
+    """`call` without its arguments at the indices `dropped`, ending the way it did."""
+    kept = [arg for i, arg in enumerate(call.args) if i not in dropped]
+    if kept and kept[-1] is not call.args[-1]:
+        kept[-1] = _as_last_argument(kept[-1], call.args[-1])
+    return call.with_changes(args=kept)
+
+
 def _as_last_argument(kept: cst.Arg, old_last: cst.Arg) -> cst.Arg:
     """`kept`, which now ends the call, ending it the way `old_last` did (trailing comma or
     not, line break and indentation before ")"), but keeping its own end-of-line comment."""
@@ -1084,6 +1317,7 @@ class WhereCollapse(Operator):
 
     name = "where-collapse"
     kind = "gpu"
+    applies_to = (DEVICE,)
     description = "collapse a select: tl.where(c, x, y) -> x, y"
 
     def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -1113,15 +1347,16 @@ class WhereCollapse(Operator):
         ]
 
 
-_CONSTEXPR_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_ALL_CAPS = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
-def _looks_constexpr(expr: cst.BaseExpression) -> bool:
-    """An ALL_CAPS name or attribute (`BLOCK_M`, `cfg.BLOCK_M`): a tl.constexpr by convention."""
+def _is_all_caps(expr: cst.BaseExpression) -> bool:
+    """An ALL_CAPS name or attribute (`BLOCK_M`, `cfg.BLOCK_M`): a constant, in a kernel a
+    tl.constexpr, by convention."""
     if isinstance(expr, cst.Name):
-        return bool(_CONSTEXPR_NAME.match(expr.value))
+        return bool(_ALL_CAPS.match(expr.value))
     if isinstance(expr, cst.Attribute):
-        return bool(_CONSTEXPR_NAME.match(expr.attr.value))
+        return bool(_ALL_CAPS.match(expr.attr.value))
     return False
 
 
@@ -1134,6 +1369,7 @@ class TileOffsetScale(Operator):
 
     name = "tile-offset-scale"
     kind = "gpu"
+    applies_to = (DEVICE,)
     description = "mis-scale a tile offset: pid * BLOCK -> pid, pid * BLOCK * 2"
 
     def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -1141,7 +1377,7 @@ class TileOffsetScale(Operator):
             return
         matched = False
         for constexpr, other in ((node.left, node.right), (node.right, node.left)):
-            if _looks_constexpr(constexpr) and not _is_literal(other):
+            if _is_all_caps(constexpr) and not _is_literal(other):
                 matched = True
                 yield other
         if matched:
@@ -1181,6 +1417,7 @@ class BarrierRemoval(Operator):
 
     name = "barrier-removal"
     kind = "gpu"
+    applies_to = (DEVICE,)
     description = "remove a barrier: tl.debug_barrier() / gpu.barrier() -> pass"
 
     def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -1221,6 +1458,372 @@ class BarrierRemoval(Operator):
         ]
 
 
+# ---------------------------------------------------------------------------------------------
+# Host operators
+
+
+class StrideFromShape(Operator):
+    """A size read for a stride or the reverse: `t.stride(i)` <-> `t.shape[i]`, `t.size(i)` -> `t.stride(i)`."""
+
+    name = "stride-from-shape"
+    kind = "host"
+    description = "confuse a stride and a size: t.stride(i) <-> t.shape[i], t.size(i) -> t.stride(i)"
+    applies_to = (HOST,)
+
+    def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and len(node.args) == 1:
+            arg = node.args[0]
+            if arg.keyword is not None or arg.star:
+                return
+            if node.func.attr.value == "stride":
+                yield cst.Subscript(
+                    value=node.func.with_changes(attr=cst.Name("shape")),
+                    slice=[cst.SubscriptElement(cst.Index(arg.value))],
+                )
+            elif node.func.attr.value == "size":
+                yield node.with_changes(func=node.func.with_changes(attr=cst.Name("stride")))
+        elif (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Attribute)
+            and node.value.attr.value == "shape"
+            and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)
+        ):
+            yield cst.Call(func=node.value.with_changes(attr=cst.Name("stride")),
+                           args=[cst.Arg(node.slice[0].slice.value)])
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_launcher("""
+                    # rows of out may be padded: step by its row stride
+                    row_step = out.stride(0)
+                    rows = x.shape[0]
+                """),
+                after=_launcher("""
+                    # rows of out may be padded: step by its row stride
+                    row_step = out.shape[0]
+                    rows = x.shape[0]
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    row_step = out.stride(0)
+                    rows = x.shape[0]  # batch
+                    width = x.size(-1)
+                """),
+                after=_launcher("""
+                    row_step = out.stride(0)
+                    rows = x.stride(0)  # batch
+                    width = x.size(-1)
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    width = x.size(-1)
+                    dims = x.stride()
+                """),
+                after=_launcher("""
+                    width = x.stride(-1)
+                    dims = x.stride()
+                """),
+                scope=HOST_CODE,
+            ),
+        ]
+
+
+class DefaultShift(Operator):
+    """Another default: where a value is chosen for the caller, the integer halved and doubled
+    (a block size of 64 becomes 32 and 128, real other choices, not 63 and 65).
+
+    Matches the integer assigned in `if x is None: x = <int>`, an integer branch of a
+    conditional expression that is assigned (`w = 4 if rows <= 128 else 8`), an integer
+    assigned to an ALL_CAPS constant, and an integer parameter default (`def f(n=64)`).
+    """
+
+    name = "default-shift"
+    kind = "host"
+    description = "choose another default: an integer default n -> n * 2, n // 2"
+    applies_to = (HOST,)
+    reaches_parameter_defaults = True
+
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
+        if isinstance(node, cst.Integer) and _is_default_value(node, parents):
+            value = node.evaluated_value
+            yield _spelled_like(node, value * 2)
+            yield _spelled_like(node, value // 2)
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_launcher("""
+                    if block is None:
+                        block = 64  # a tile of 64 tokens
+                    size = block + 1
+                """),
+                after=_launcher("""
+                    if block is None:
+                        block = 128  # a tile of 64 tokens
+                    size = block + 1
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    if out is None:
+                        warps = 4 if x.shape[0] <= 128 else 8
+                    size = 64
+                """),
+                after=_launcher("""
+                    if out is None:
+                        warps = 4 if x.shape[0] <= 128 else 4
+                    size = 64
+                """),
+                occurrence=3,
+                scope=HOST_CODE,
+            ),
+            Example(
+                before="PROGRAMS_PER_SM = 24\nlimit = 24\n\n\ndef tiles(n, per_program=4):\n    return n // 4\n",
+                after="PROGRAMS_PER_SM = 24\nlimit = 24\n\n\ndef tiles(n, per_program=2):\n    return n // 4\n",
+                occurrence=3,
+                scope=Scope(HOST, module_constants=True),
+            ),
+        ]
+
+
+def _is_default_value(node: cst.Integer, parents: Sequence[cst.CSTNode]) -> bool:
+    """Whether `node` is a value chosen for the caller (see `DefaultShift`)."""
+    child, depth, conditional = node, len(parents) - 1, False
+    while depth >= 0 and isinstance(parents[depth], cst.IfExp) and parents[depth].test is not child:
+        child, depth, conditional = parents[depth], depth - 1, True
+    holder = parents[depth] if depth >= 0 else None
+    if isinstance(holder, cst.Param):
+        return holder.default is child and not conditional
+    if not isinstance(holder, (cst.Assign, cst.AnnAssign)) or holder.value is not child:
+        return False
+    if conditional or all(_is_all_caps(target) for target in _assigned(holder)):
+        return True
+    return _assigned_when_none(holder, parents[:depth])
+
+
+def _assigned(assignment: cst.Assign | cst.AnnAssign) -> list[cst.BaseExpression]:
+    if isinstance(assignment, cst.AnnAssign):
+        return [assignment.target]
+    return [target.target for target in assignment.targets]
+
+
+def _assigned_when_none(assignment: cst.Assign | cst.AnnAssign, parents: Sequence[cst.CSTNode]) -> bool:
+    """`assignment` is the body of `if x is None:` and assigns `x`."""
+    statement_block = parents[-1] if isinstance(parents[-1], cst.SimpleStatementSuite) else parents[-2]
+    branch = parents[parents.index(statement_block) - 1] if statement_block in parents else None
+    if not isinstance(branch, cst.If) or branch.body is not statement_block:
+        return False
+    test = branch.test
+    return (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and _dotted_name(test.comparisons[0].comparator) == "None"
+        and _dotted_name(test.left) is not None
+        and [_dotted_name(target) for target in _assigned(assignment)] == [_dotted_name(test.left)]
+    )
+
+
+class DroppedGuard(Operator):
+    """A missing input check: `if cond: ... raise ...` removed, with `elif` branches of its own.
+
+    A guard is a branch whose body ends in `raise`; removing the first branch of a chain
+    promotes the next `elif`, or leaves `pass` (a guard followed by `else:` is left alone).
+    """
+
+    name = "dropped-guard"
+    kind = "host"
+    description = "drop an input check: if cond: raise ... -> (nothing)"
+    applies_to = (HOST,)
+
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
+        if not isinstance(node, cst.If) or (isinstance(parents[-1], cst.If) and parents[-1].orelse is node):
+            return  # not an if, or an elif: the head of its chain drops it
+        branch, depth = node, 0
+        while isinstance(branch, cst.If):
+            if _ends_in_raise(branch.body):
+                if depth > 0:
+                    yield _chain_without(node, depth)
+                elif isinstance(node.orelse, cst.If):
+                    yield node.orelse.with_changes(leading_lines=node.leading_lines)
+                elif node.orelse is None:
+                    yield cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=node.leading_lines)
+            branch, depth = branch.orelse, depth + 1
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_launcher("""
+                    # a caller's out must fit
+                    if out is not None and out.shape != x.shape:
+                        raise ValueError(f"out: expected shape {tuple(x.shape)}")
+                    y = x * 2
+                """),
+                after=_launcher("""
+                    # a caller's out must fit
+                    pass
+                    y = x * 2
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    if block is None:
+                        block = 64
+                    elif block not in (16, 32, 64):  # supported tiles
+                        raise ValueError("block")
+                    y = x * 2
+                """),
+                after=_launcher("""
+                    if block is None:
+                        block = 64
+                    y = x * 2
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    if x.dim() != 2:
+                        bad = x.dim()
+                        raise ValueError(f"rank {bad}")
+                    elif x.shape[0] == 0:
+                        raise ValueError("empty")
+                    if x.is_cuda:
+                        y = x * 2
+                    else:
+                        raise ValueError("cpu")
+                """),
+                after=_launcher("""
+                    if x.shape[0] == 0:
+                        raise ValueError("empty")
+                    if x.is_cuda:
+                        y = x * 2
+                    else:
+                        raise ValueError("cpu")
+                """),
+                scope=HOST_CODE,
+            ),
+        ]
+
+
+def _ends_in_raise(body: cst.BaseSuite) -> bool:
+    statements = body.body
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1]
+    return isinstance(last, cst.Raise)
+
+
+def _chain_without(branch: cst.If, depth: int) -> cst.If | cst.Else | None:
+    """The `if`/`elif` chain from `branch` without its branch number `depth` (> 0)."""
+    if depth == 1:
+        return branch.with_changes(orelse=branch.orelse.orelse)
+    return branch.with_changes(orelse=_chain_without(branch.orelse, depth - 1))
+
+
+class DroppedSequenceElement(Operator):
+    """One value forgotten in a check over several: an element removed from a tuple or list of
+    names that is iterated (`for t in (a, b, c)`, a comprehension over one, `any`, `all`, `set`)."""
+
+    name = "dropped-sequence-element"
+    kind = "host"
+    description = "forget one of the values a loop or check goes over: (a, b, c) -> (a, c)"
+    applies_to = (HOST,)
+
+    _CONSUMERS: ClassVar[frozenset[str]] = frozenset({"any", "all", "set", "frozenset"})
+
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
+        if not (isinstance(node, (cst.Tuple, cst.List)) and len(node.elements) >= 2 and self._iterated(node, parents)):
+            return
+        if all(isinstance(e, cst.Element) and _dotted_name(e.value) is not None for e in node.elements):
+            for index in range(len(node.elements)):
+                yield _without_element(node, index)
+
+    def _iterated(self, node: cst.BaseExpression, parents: Sequence[cst.CSTNode]) -> bool:
+        parent = parents[-1]
+        if isinstance(parent, (cst.For, cst.CompFor)):
+            return parent.iter is node
+        return (
+            isinstance(parent, cst.Arg)
+            and len(parents) >= 2
+            and _callee(parents[-2]) in self._CONSUMERS
+            and len(parents[-2].args) == 1
+        )
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_launcher("""
+                    # every tensor on one device
+                    devices = {t.device for t in (x, out, block) if t is not None}
+                    pair = (x, out)
+                """),
+                after=_launcher("""
+                    # every tensor on one device
+                    devices = {t.device for t in (x, block) if t is not None}
+                    pair = (x, out)
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    for t in [x, out]:  # both checked
+                        t.check()
+                    ok = any([x, out])
+                """),
+                after=_launcher("""
+                    for t in [x]:  # both checked
+                        t.check()
+                    ok = any([x, out])
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    ok = all((x.is_cuda, out.is_cuda))
+                    pair = (x, out)
+                """),
+                after=_launcher("""
+                    ok = all((x.is_cuda,))
+                    pair = (x, out)
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
+        ]
+
+
+def _without_element(sequence: cst.Tuple | cst.List, index: int) -> cst.Tuple | cst.List:
+    """`sequence` without element `index`; a tuple left with one element keeps its comma."""
+    elements = list(sequence.elements)
+    removed = elements.pop(index)
+    if index == len(elements):
+        elements[-1] = elements[-1].with_changes(comma=removed.comma)
+    if isinstance(sequence, cst.Tuple) and len(elements) == 1 and not isinstance(elements[0].comma, cst.Comma):
+        elements[0] = elements[0].with_changes(comma=cst.Comma())
+    return sequence.with_changes(elements=elements)
+
+
 GENERIC_OPERATORS: tuple[type[Operator], ...] = (
     ComparisonBoundary,
     ComparisonNegate,
@@ -1233,6 +1836,7 @@ GENERIC_OPERATORS: tuple[type[Operator], ...] = (
     ArgumentSwap,
     StrideSwap,
     BooleanSwap,
+    DroppedWideningCast,
 )
 GPU_OPERATORS: tuple[type[Operator], ...] = (
     ProgramIdAxis,
@@ -1241,7 +1845,13 @@ GPU_OPERATORS: tuple[type[Operator], ...] = (
     TileOffsetScale,
     BarrierRemoval,
 )
-ALL_OPERATORS: tuple[type[Operator], ...] = GENERIC_OPERATORS + GPU_OPERATORS
+HOST_OPERATORS: tuple[type[Operator], ...] = (
+    StrideFromShape,
+    DefaultShift,
+    DroppedGuard,
+    DroppedSequenceElement,
+)
+ALL_OPERATORS: tuple[type[Operator], ...] = GENERIC_OPERATORS + GPU_OPERATORS + HOST_OPERATORS
 
 
 def operator_by_name(name: str) -> type[Operator]:
@@ -1269,14 +1879,69 @@ def in_kernel_scope(func: cst.FunctionDef) -> bool:
     return False
 
 
-def _is_compile_time_only(node: cst.CSTNode) -> bool:
-    """Subtrees that are never mutated: signatures, annotations, decorators, docstrings
-    and other bare strings, and `tl.static_assert(...)`."""
-    if isinstance(node, (cst.Decorator, cst.Parameters, cst.Annotation)):
+class ScopeTracker:
+    """Follows a walk over a module (`enter` and `leave` every node, in walk order) and says
+    whether the node being walked is code that `scope` covers, and in which function."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self._functions: list[tuple[str, str]] = []  # (name, side) of the enclosing functions
+        self._depth = 0  # the module is at depth 0, its statements at 1
+        self._constant: cst.CSTNode | None = None  # the module-level constant being walked
+
+    def enter(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.FunctionDef):
+            nested_in_device = bool(self._functions) and self._functions[-1][1] == DEVICE
+            side = DEVICE if nested_in_device or in_kernel_scope(node) else HOST
+            self._functions.append((node.name.value, side))
+        elif self._depth == 1 and self.scope.module_constants and _assigns_constants(node):
+            self._constant = node
+        self._depth += 1
+
+    def leave(self, node: cst.CSTNode) -> None:
+        self._depth -= 1
+        if isinstance(node, cst.FunctionDef):
+            self._functions.pop()
+        elif node is self._constant:
+            self._constant = None
+
+    @property
+    def inside(self) -> bool:
+        if self._functions:
+            return self._functions[-1][1] == self.scope.side
+        return self._constant is not None
+
+    @property
+    def function(self) -> str:
+        return self._functions[-1][0] if self._functions else MODULE_LEVEL
+
+
+def _assigns_constants(statement: cst.CSTNode) -> bool:
+    """A statement line of assignments to ALL_CAPS names only (`BLOCK_N_CHOICES = (16, 32)`)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    return all(
+        isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None
+        and all(isinstance(target, cst.Name) and _is_all_caps(target) for target in _assigned(small))
+        for small in statement.body
+    )
+
+
+# Calls whose value is dropped and that only report: what they print is never mutated.
+_REPORTING_CALLS = frozenset({
+    "print", "warn", "debug", "info", "warning", "error", "exception", "critical", "device_print", "static_print",
+})
+
+
+def _is_never_mutated(node: cst.CSTNode) -> bool:
+    """Subtrees that are never mutated: signatures, annotations, decorators, strings
+    (docstrings, messages, f-strings), `raise` statements, reporting and logging calls, and
+    `tl.static_assert(...)`."""
+    if isinstance(node, (cst.Decorator, cst.Parameters, cst.Annotation, cst.BaseString, cst.Raise)):
         return True
     if isinstance(node, getattr(cst, "TypeParameters", ())):
         return True
-    if isinstance(node, cst.Expr) and isinstance(node.value, cst.BaseString):
+    if isinstance(node, cst.Expr) and _callee_leaf(node.value) in _REPORTING_CALLS:
         return True
     return _callee_leaf(node) == "static_assert"
 
@@ -1333,11 +1998,12 @@ def _wrapped(source: str) -> MetadataWrapper:
 
 
 def _replacements_in_context(
-    operator: Operator, node: cst.CSTNode, slot_precedence: Callable[[], int]
+    operator: Operator, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str,
+    slot_precedence: Callable[[], int],
 ) -> list[cst.CSTNode]:
-    """The operator's replacements for `node`, fitted to its position (`slot_precedence`, asked
-    only when there are replacements), without no-ops or repeats."""
-    replacements = list(operator.replacements(node))
+    """The operator's replacements for `node` inside `parents` in `side` code, fitted to its position
+    (`slot_precedence`, asked only when there are replacements), without no-ops or repeats."""
+    replacements = list(operator.replacements_at(node, parents, side))
     if not replacements:
         return []
     minimum = slot_precedence()
@@ -1356,15 +2022,15 @@ def _replacements_in_context(
 
 
 class _ScopedWalker(cst.CSTTransformer):
-    """Walks a module in source order and calls `found` for every node inside an in-scope
-    function that the operator has replacements for. Shared by enumeration and application,
-    so both count mutation points the same way."""
+    """Walks a module in source order and calls `found` for every node of the code `scope`
+    covers that the operator has replacements for. Shared by enumeration and application, so
+    both count mutation points the same way."""
 
     def __init__(self, operator: Operator, scope: Scope) -> None:
         super().__init__()
         self.operator = operator
-        self.scope = scope
-        self._functions: list[tuple[str, bool]] = []  # (name, in scope) of enclosing functions
+        self.applies = scope.side in operator.applies_to
+        self.tracker = ScopeTracker(scope)
         self._ancestors: list[cst.CSTNode] = []
 
     def found(self, node: cst.CSTNode, replacements: list[cst.CSTNode]) -> None:
@@ -1382,25 +2048,31 @@ class _ScopedWalker(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._ancestors.append(node)
-        in_scope = bool(self._functions) and self._functions[-1][1]
-        if isinstance(node, cst.FunctionDef):
-            self._functions.append((node.name.value, in_scope or self.scope(node)))
-            return not self.done
-        if self.done or _is_token(node) or _is_compile_time_only(node):
+        self.tracker.enter(node)
+        if not self.applies:
             return False
-        if not in_scope:
-            # Out of scope only a nested function definition could matter, and neither an
-            # expression nor a simple statement line can hold one.
-            return not isinstance(node, (cst.BaseExpression, cst.SimpleStatementLine))
-        replacements = _replacements_in_context(self.operator, node, self._slot_precedence)
+        if isinstance(node, cst.FunctionDef):
+            return not self.done
+        if self.done or _is_token(node):
+            return False
+        inside = self.tracker.inside
+        if _is_never_mutated(node):
+            # a signature, walked only for the default values of an operator that shifts them
+            return inside and isinstance(node, cst.Parameters) and self.operator.reaches_parameter_defaults
+        if not inside:
+            # Out of scope only a function definition or a module constant could matter, and
+            # an expression cannot hold one, nor a statement line inside a function.
+            return not isinstance(node, cst.BaseExpression) and not (
+                isinstance(node, cst.SimpleStatementLine) and self.tracker.function != MODULE_LEVEL)
+        replacements = _replacements_in_context(
+            self.operator, node, self._ancestors[:-1], self.tracker.scope.side, self._slot_precedence)
         if replacements:
             self.found(node, replacements)
         return not self.done
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
         self._ancestors.pop()
-        if isinstance(original_node, cst.FunctionDef):
-            self._functions.pop()
+        self.tracker.leave(original_node)
         return updated_node
 
 
@@ -1435,21 +2107,27 @@ class _PointCollector(_ScopedWalker):
         return "".join(state.tokens)
 
     def found(self, node: cst.CSTNode, replacements: list[cst.CSTNode]) -> None:
-        # The whitespace-inclusive start counts the node's own parentheses, like code_for_node.
+        # The whitespace-inclusive start counts the node's own parentheses, like code_for_node,
+        # and a statement's leading comment lines, which are left out here: replacements keep them.
         start = self.get_metadata(WhitespaceInclusivePositionProvider, node).start
-        before = self._code_here(node)
+        leading = len(getattr(node, "leading_lines", ()))
+        before = self._code_here(_without_leading_lines(node))
         for replacement in replacements:
             self.points.append(
                 MutationPoint(
                     operator=self.operator.name,
                     index=len(self.points),
-                    line=start.line,
+                    line=start.line + leading,
                     column=start.column,
                     before=before,
-                    after=self._code_here(replacement),
-                    function=self._functions[-1][0],
+                    after=self._code_here(_without_leading_lines(replacement)),
+                    function=self.tracker.function,
                 )
             )
+
+
+def _without_leading_lines(node: cst.CSTNode) -> cst.CSTNode:
+    return node.with_changes(leading_lines=()) if getattr(node, "leading_lines", None) else node
 
 
 class _MutationApplier(_ScopedWalker):
@@ -1459,7 +2137,7 @@ class _MutationApplier(_ScopedWalker):
         self.count = 0
         self.applied = False
         self._target: cst.CSTNode | None = None
-        self._choice = 0
+        self._replacement: cst.CSTNode | None = None
 
     @property
     def done(self) -> bool:
@@ -1468,28 +2146,29 @@ class _MutationApplier(_ScopedWalker):
     def found(self, node: cst.CSTNode, replacements: list[cst.CSTNode]) -> None:
         if self.count <= self.index < self.count + len(replacements):
             self._target = node
-            self._choice = self.index - self.count
+            self._replacement = replacements[self.index - self.count]
         self.count += len(replacements)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+        updated_node = super().on_leave(original_node, updated_node)
         if original_node is not self._target:
-            return super().on_leave(original_node, updated_node)
-        slot_precedence = self._slot_precedence()
-        super().on_leave(original_node, updated_node)
+            return updated_node
+        # the walk stopped at the target, so nothing inside it changed
         self.applied = True
-        return _replacements_in_context(self.operator, updated_node, lambda: slot_precedence)[self._choice]
+        return self._replacement
 
 
-def mutation_points(source: str, operator: Operator, scope: Scope = in_kernel_scope) -> list[MutationPoint]:
-    """Every mutation `operator` can make in the in-scope functions of `source`, in source
-    order (outer nodes before the nodes inside them), then replacement order."""
+def mutation_points(source: str, operator: Operator, scope: Scope = DEVICE_CODE) -> list[MutationPoint]:
+    """Every mutation `operator` can make in the code of `source` that `scope` covers, in
+    source order (outer nodes before the nodes inside them), then replacement order; none
+    when the operator does not apply to the scope's side."""
     wrapper = _wrapped(source)
     collector = _PointCollector(operator, scope, wrapper.module)
     wrapper.visit(collector)
     return collector.points
 
 
-def apply_mutation(source: str, operator: Operator, index: int, scope: Scope = in_kernel_scope) -> str:
+def apply_mutation(source: str, operator: Operator, index: int, scope: Scope = DEVICE_CODE) -> str:
     """`source` with mutation point number `index` of `operator` applied (see `mutation_points`)."""
     applier = _MutationApplier(operator, scope, index)
     mutated = _parse(source).visit(applier)

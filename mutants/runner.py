@@ -4,8 +4,9 @@ Order of a run:
 1. Sanity gates: the unmutated kernel passes every case (a failure re-runs to tell a broken
    baseline from a flaky one, and either stops the run), and a deliberately wrong op is
    caught. Per-case baseline times set each case's timeout.
-2. Mutants whose compiled code decides them (stillborn, equivalent, duplicate) are recorded
-   without running a case, when a classifier is given.
+2. Device mutants whose compiled code decides them (stillborn, equivalent, duplicate) are
+   recorded without running a case, when a classifier is given. Host mutants change the
+   launch, not the kernel's code: they always run cases.
 3. Every other mutant runs in a worker, side by side, until its first failing case (or every
    case, for the kill matrix). A hang is killed at its case's timeout; a worker that dies
    (signal, abort) or leaves the device unusable is replaced. Each result is written to the
@@ -21,8 +22,10 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from mutants.mutant import KERNEL_PACKAGE, PROJECT_ROOT, Mutant
+from mutants.mutant import PROJECT_ROOT, Mutant
+from mutants.operators import DEVICE
 from mutants.store import Result, Scope, Store
+from mutants.target import TRITON_TARGET, Target
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, worker_main
 
 KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
@@ -66,11 +69,11 @@ class _Progress:
 
 
 class _Worker:
-    def __init__(self, context, device: str):
+    def __init__(self, context, device: str, op: str):
         self.device = device
         parent, child = context.Pipe()
         self.conn = parent
-        self.process = context.Process(target=worker_main, args=(child, device), daemon=True)
+        self.process = context.Process(target=worker_main, args=(child, device, op), daemon=True)
         self.process.start()
         child.close()
         self.progress: _Progress | None = None
@@ -100,8 +103,10 @@ class _Worker:
 
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
-                 progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None):
+                 progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None,
+                 target: Target = TRITON_TARGET):
         self.cases = list(cases)
+        self.target = target
         self.case_dicts = [c.as_dict() for c in self.cases]
         self.case_ids = [c.id for c in self.cases]
         self.device = device
@@ -121,15 +126,15 @@ class Runner:
     # -- overlays --
 
     def overlay(self, name: str, path: str | None = None, source: str | None = None) -> str:
-        """A directory holding a copy of the kernel package, with ``path`` replaced by ``source``."""
-        target = self.workdir / name
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(self.root / KERNEL_PACKAGE, target / KERNEL_PACKAGE,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        """A directory holding a copy of the target's package, with ``path`` replaced by ``source``."""
+        overlay = self.workdir / name
+        if overlay.exists():
+            shutil.rmtree(overlay)
+        package = self.target.package
+        shutil.copytree(self.root / package, overlay / package, ignore=shutil.ignore_patterns("__pycache__"))
         if path is not None:
-            (target / path).write_text(source)
-        return str(target)
+            (overlay / path).write_text(source)
+        return str(overlay)
 
     # -- sanity gates --
 
@@ -173,17 +178,18 @@ class Runner:
     # -- classification by compiled code --
 
     def classify(self, mutants: list[Mutant], *, jobs: int, progress=None) -> int:
-        """Record stillborn, equivalent and duplicate mutants without running a case.
+        """Record stillborn, equivalent and duplicate device mutants without running a case.
 
-        Compiles every pending mutant for each compile-time configuration the suite uses;
-        returns how many were decided that way.
+        Compiles every pending device mutant for each compile-time configuration the suite
+        uses; returns how many were decided that way. Host mutants are left to run: the
+        kernel's code is not what they change.
         """
         from mutants.compiled import classify, compile_targets, declared_targets
         from mutants.mutant import read_source
         from suites.cases import suite
 
         done = self.store.finished_keys(self.scope)
-        pending = [m for m in mutants if m.key not in done]
+        pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
         if not pending:
             return 0
         targets = compile_targets(self.cases, device=self.device)
@@ -279,7 +285,7 @@ class Runner:
                 while queue and len([w for w in workers if w.progress]) < self.jobs:
                     idle = next((w for w in workers if not w.progress), None)
                     if idle is None:
-                        idle = _Worker(self.context, self._worker_device(len(workers)))
+                        idle = _Worker(self.context, self._worker_device(len(workers)), self.target.op)
                         workers.append(idle)
                     task = queue.pop(0)
                     if mutants is not None and not task.overlay:

@@ -1,9 +1,10 @@
 """The worker process: imports torch once, then runs cases against one mutant after another.
 
 Started with the ``spawn`` method (never ``fork``: torch's thread pools and CUDA do not
-survive a fork). Each task names an overlay directory that holds a full copy of the kernel
-package with one file mutated; the worker drops every ``kernel`` module it has imported and
-imports the package afresh from there, so the source tree is never the place a mutant lives.
+survive a fork) for one op (``"module:function"``, the target's). Each task names an overlay
+directory that holds a full copy of the op's package with one file mutated; the worker drops
+every module of that package it has imported and imports the op afresh from there, so the
+source tree is never the place a mutant lives.
 
 Messages to the parent, over a pipe:
     ("ready",)
@@ -44,17 +45,19 @@ def configure_environment(device: str) -> str:
     return "cuda"
 
 
-def load_op(overlay: str):
-    """Import the kernel package from ``overlay`` and return its op."""
-    for name in [m for m in sys.modules if m == "kernel" or m.startswith("kernel.")]:
+def load_op(overlay: str, op: str):
+    """Import ``op`` (``"module:function"``) from the copy of its package in ``overlay``."""
+    module_name, function = op.split(":")
+    package = module_name.split(".")[0]
+    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
         del sys.modules[name]
     sys.path.insert(0, overlay)
     try:
         importlib.invalidate_caches()
-        package = importlib.import_module("kernel")
+        module = importlib.import_module(module_name)
     finally:
         sys.path.remove(overlay)
-    return package.fp8_paged_mqa_logits
+    return getattr(module, function)
 
 
 def is_device_fault(error: BaseException) -> bool:
@@ -105,7 +108,7 @@ def _healthy(device: str) -> bool:
         return False
 
 
-def worker_main(conn, device: str) -> None:
+def worker_main(conn, device: str, op: str) -> None:
     device = configure_environment(device)
     import torch  # noqa: F401  (the expensive import, once per worker)
 
@@ -119,19 +122,19 @@ def worker_main(conn, device: str) -> None:
             return
         overlay, case_dicts, stop_at_first_failure, sabotage = task
         try:
-            op = load_op(overlay)
+            run_op = load_op(overlay, op)
         except Exception as error:
             conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
             conn.send(("done", True))
             continue
         if sabotage:
-            op = _sabotaged(op)
+            run_op = _sabotaged(run_op)
         faulted = False
         for index, fields in enumerate(case_dicts):
             conn.send(("start", index))
             started = time.perf_counter()
             try:
-                check_case(Case(**fields), op, device)
+                check_case(Case(**fields), run_op, device)
                 result, message = PASS, ""
             except Exception as error:
                 result, message = classify_exception(error), _describe(error)

@@ -6,9 +6,10 @@ import shutil
 import pytest
 
 from mutants.catalog import CATALOG, CatalogError, catalog_mutants
-from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, read_source
+from mutants.mutant import PROJECT_ROOT, read_source
+from mutants.target import TRITON_TARGET
 
-KERNEL = KERNEL_FILES[0]
+KERNEL = TRITON_TARGET.device_file
 
 
 def test_every_bug_has_one_site_in_the_shipped_kernel():

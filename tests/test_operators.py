@@ -9,13 +9,26 @@ import pytest
 
 from mutants.operators import (
     ALL_OPERATORS,
+    DEVICE,
+    DEVICE_CODE,
     GENERIC_OPERATORS,
     GPU_OPERATORS,
+    HOST,
+    HOST_CODE,
+    HOST_OPERATORS,
+    MODULE_LEVEL,
     ArgumentSwap,
     BooleanSwap,
     ConstantShift,
+    DefaultShift,
+    DroppedGuard,
+    DroppedSequenceElement,
+    DroppedWideningCast,
     DropTerm,
+    FloorCeilDivision,
     Operator,
+    Scope,
+    StrideFromShape,
     apply_mutation,
     in_kernel_scope,
     mutation_points,
@@ -58,7 +71,7 @@ def matmul_relu_kernel(
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    a_ptrs = a_ptr + offs_m.to(tl.int64)[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
@@ -80,6 +93,58 @@ def matmul_relu_kernel(
     if pid_m < tl.cdiv(M, BLOCK_M) and pid_n < tl.cdiv(N, BLOCK_N):
         tl.store(c_ptrs, acc, mask=c_mask)
 '''
+
+
+REALISTIC_LAUNCHER = '''\
+"""Launcher of a row kernel: every host operator has something to mutate here."""
+import logging
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCK_CHOICES = (32, 64, 128)
+PROGRAMS_PER_SM = 4  # tuning data every caller gets
+logger = logging.getLogger(__name__)
+
+
+@triton.jit
+def _rows_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), n + 1)
+
+
+def launch(x: torch.Tensor, out: torch.Tensor | None = None, *, block: int | None = None, splits: int = 2):
+    """Check, tune, launch; 2 < 3 in here is prose."""
+    if x.dim() != 2 or x.shape[1] % 16 != 0:
+        raise ValueError(f"x: expected [rows, 16*k], got {tuple(x.shape)} ({x.shape[0] * 2} rows)")
+    if len({t.device for t in (x, out) if t is not None}) != 1:
+        raise ValueError("x and out: expected one device")
+    if block is None:
+        block = 64
+    elif block not in BLOCK_CHOICES:
+        raise ValueError(f"block: expected one of {BLOCK_CHOICES}, got {block + 0}")
+    warps = 4 if x.shape[0] <= 128 else 8
+    rows = x.shape[0]
+    programs = max(1, min(-(-rows // block), PROGRAMS_PER_SM * splits))
+    logger.debug("launch %d programs over %d rows", programs, rows - 1)
+    lens = x.sum(dim=1).to("cpu", torch.int64)
+    total = lens.long().sum()
+    if out is None:
+        out = torch.empty(rows, x.shape[1], dtype=x.dtype, device=x.device)
+    row_stride = out.stride(0)
+    offset = rows * row_stride + block * x.size(1)
+    scale = torch.where(lens > 0, lens, total)
+    if rows >= 1 and row_stride > 0:
+        _rows_kernel[(programs,)](out, rows + offset, BLOCK=block, num_warps=warps)
+    return out, scale
+'''
+
+SIDES = {DEVICE: (REALISTIC_KERNEL, DEVICE_CODE), HOST: (REALISTIC_LAUNCHER, Scope(HOST, module_constants=True))}
+OPERATOR_SIDES = [
+    pytest.param(operator, side, id=f"{operator.name}-{side}")
+    for operator in ALL_OPERATORS
+    for side in operator.applies_to
+]
 
 
 def _line_of(source: str, marker: str) -> int:
@@ -118,10 +183,11 @@ def test_names_unique_and_kebab_case():
         assert re.fullmatch(r"[a-z]+(-[a-z]+)*", name), name
 
 
-def test_kinds_and_descriptions():
-    assert ALL_OPERATORS == GENERIC_OPERATORS + GPU_OPERATORS
-    assert all(operator.kind == "generic" for operator in GENERIC_OPERATORS)
-    assert all(operator.kind == "gpu" for operator in GPU_OPERATORS)
+def test_kinds_sides_and_descriptions():
+    assert ALL_OPERATORS == GENERIC_OPERATORS + GPU_OPERATORS + HOST_OPERATORS
+    assert all(operator.kind == "generic" and operator.applies_to == (DEVICE, HOST) for operator in GENERIC_OPERATORS)
+    assert all(operator.kind == "gpu" and operator.applies_to == (DEVICE,) for operator in GPU_OPERATORS)
+    assert all(operator.kind == "host" and operator.applies_to == (HOST,) for operator in HOST_OPERATORS)
     for operator in ALL_OPERATORS:
         assert issubclass(operator, Operator)
         assert operator.description and "\n" not in operator.description
@@ -149,16 +215,17 @@ def test_base_operator_matches_nothing():
 @pytest.mark.parametrize(("operator", "example"), EXAMPLES)
 def test_example(operator, example):
     assert example.after != example.before
-    assert apply_mutation(example.before, operator(), example.occurrence) == example.after
+    assert example.scope.side in operator.applies_to
+    assert apply_mutation(example.before, operator(), example.occurrence, example.scope) == example.after
 
 
 @pytest.mark.parametrize(("operator", "example"), EXAMPLES)
 def test_every_example_mutant_parses_and_lands_where_reported(operator, example):
     source = example.before
-    points = mutation_points(source, operator())
+    points = mutation_points(source, operator(), example.scope)
     assert example.occurrence < len(points)
     for point in points:
-        mutated = apply_mutation(source, operator(), point.index)
+        mutated = apply_mutation(source, operator(), point.index, example.scope)
         ast.parse(mutated)
         start = _offset(source, point.line, point.column)
         assert mutated == source[:start] + point.after + source[start + len(point.before) :]
@@ -206,16 +273,17 @@ def test_points_stay_inside_the_kernel_body():
             assert point.function == "matmul_relu_kernel"
 
 
-def test_helper_is_mutated_only_when_the_scope_accepts_it():
+def test_host_scope_mutates_the_helper_and_module_constants_only_when_asked():
     source = REALISTIC_KERNEL
     helper = range(_line_of(source, "def grid("), _line_of(source, "@triton.jit("))
-    def everything(func):
-        return True
-    points = mutation_points(source, ConstantShift(), scope=everything)
-    assert any(point.line in helper and point.function == "grid" for point in points)
-    assert all(point.line != _line_of(source, "GRID_PAD =") for point in points)
+    constant = _line_of(source, "GRID_PAD =")
+    host = mutation_points(source, ConstantShift(), HOST_CODE)
+    assert host and all(point.line in helper and point.function == "grid" for point in host)
+    with_constants = mutation_points(source, ConstantShift(), Scope(HOST, module_constants=True))
+    assert {p.function for p in with_constants} == {"grid", MODULE_LEVEL}
+    assert [p.after for p in with_constants if p.line == constant] == ["2", "0", "3", "1"]
     kernel_only = mutation_points(source, ConstantShift())
-    assert all(point.line not in helper for point in kernel_only)
+    assert all(point.line not in helper and point.line != constant for point in kernel_only)
 
 
 def test_nested_function_inside_a_kernel_is_in_scope():
@@ -240,16 +308,36 @@ def test_no_mutation_points_outside_kernels():
         assert mutation_points(source, operator()) == []
 
 
+def test_an_operator_has_no_points_on_a_side_it_does_not_apply_to():
+    assert mutation_points(REALISTIC_KERNEL, operator_by_name("drop-mask")(), HOST_CODE) == []
+    assert mutation_points(REALISTIC_LAUNCHER, StrideFromShape(), DEVICE_CODE) == []
+    with pytest.raises(IndexError, match="0 mutation point"):
+        apply_mutation(REALISTIC_LAUNCHER, DroppedGuard(), 0, DEVICE_CODE)
+
+
+def test_a_module_level_statement_that_is_not_an_all_caps_assignment_is_never_mutated():
+    source = "LIMIT = 4\nlimit = 4\n__all__ = [1]\nprint(4)\nLIMIT += 4\n"
+    points = mutation_points(source, ConstantShift(), Scope(HOST, module_constants=True))
+    assert {p.line for p in points} == {1}
+
+
+def test_scope_rejects_module_constants_on_the_device():
+    with pytest.raises(ValueError, match="host code"):
+        Scope(DEVICE, module_constants=True)
+    with pytest.raises(ValueError, match="side"):
+        Scope("gpu")
+
+
 # --- realistic kernel --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("operator", ALL_OPERATORS, ids=OPERATOR_IDS)
-def test_realistic_kernel(operator):
-    source = REALISTIC_KERNEL
+@pytest.mark.parametrize(("operator", "side"), OPERATOR_SIDES)
+def test_realistic_source(operator, side):
+    source, scope = SIDES[side]
     original_lines = source.splitlines()
     original_comments = _comments(source)
-    points = mutation_points(source, operator())
-    assert points, f"{operator.name} finds nothing in the realistic kernel"
+    points = mutation_points(source, operator(), scope)
+    assert points, f"{operator.name} finds nothing in the realistic {side} code"
     assert [p.index for p in points] == list(range(len(points)))
     positions = [(p.line, p.column) for p in points]
     assert positions == sorted(positions)
@@ -257,7 +345,7 @@ def test_realistic_kernel(operator):
     for point in points:
         assert point.operator == operator.name
         assert point.before != point.after
-        mutated = apply_mutation(source, operator(), point.index)
+        mutated = apply_mutation(source, operator(), point.index, scope)
         ast.parse(mutated)
         assert mutated != source
 
@@ -314,11 +402,122 @@ def test_replacements_equal_to_the_original_are_not_points():
 # --- errors ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("operator", ALL_OPERATORS, ids=OPERATOR_IDS)
-def test_index_out_of_range(operator):
-    source = REALISTIC_KERNEL
-    count = len(mutation_points(source, operator()))
+@pytest.mark.parametrize(("operator", "side"), OPERATOR_SIDES)
+def test_index_out_of_range(operator, side):
+    source, scope = SIDES[side]
+    count = len(mutation_points(source, operator(), scope))
     with pytest.raises(IndexError, match=operator.name):
-        apply_mutation(source, operator(), count)
+        apply_mutation(source, operator(), count, scope)
     with pytest.raises(IndexError, match="out of range"):
-        apply_mutation(source, operator(), -1)
+        apply_mutation(source, operator(), -1, scope)
+
+
+# --- host code ---------------------------------------------------------------------------------
+
+
+def test_host_points_leave_messages_logging_docstrings_and_signatures_alone():
+    source, scope = SIDES[HOST]
+    message_lines = {n for n, line in enumerate(source.splitlines(), start=1) if "raise " in line}
+    untouched = message_lines | {
+        _line_of(source, "logger.debug("),
+        _line_of(source, '"""Check, tune, launch'),
+        _line_of(source, "logger = logging"),
+    }
+    signature = _line_of(source, "def launch(")
+    kernel = range(_line_of(source, "@triton.jit"), signature)
+    for operator in ALL_OPERATORS:
+        for point in mutation_points(source, operator(), scope):
+            span = set(_span(point))
+            assert not span & set(kernel), (operator.name, point)
+            if operator is DroppedGuard:
+                assert point.before.lstrip().startswith("if "), point
+                continue
+            assert not span & untouched, (operator.name, point)
+            if signature in span:
+                assert (operator, point.before, point.function) == (DefaultShift, "2", "launch"), point
+
+
+def test_a_kernel_nested_in_a_host_function_is_device_code_and_the_reverse_is_not_host():
+    source = textwrap.dedent("""\
+        def make(n):
+            @triton.jit
+            def inner(x):
+                def helper(y):
+                    return y + 2
+                return x + 3
+            return inner, n + 4
+    """)
+    device = mutation_points(source, ConstantShift(), DEVICE_CODE)
+    host = mutation_points(source, ConstantShift(), HOST_CODE)
+    assert {(p.function, p.before) for p in device} == {("helper", "2"), ("inner", "3")}
+    assert {(p.function, p.before) for p in host} == {("make", "4")}
+
+
+@pytest.mark.parametrize(
+    ("operator", "body", "expected"),
+    [
+        (StrideFromShape, "a = x.stride(0)\n", ["x.shape[0]"]),
+        (StrideFromShape, "a = x.shape[1]\n", ["x.stride(1)"]),
+        (StrideFromShape, "a = x.size(-1)\n", ["x.stride(-1)"]),
+        (StrideFromShape, "a = x.stride()\nb = x.shape[0:2]\nc = x.shape\nd = x.stride(dim=0)\n", []),
+        (DroppedWideningCast, "a = x.to(tl.int64)\n", ["x"]),
+        (DroppedWideningCast, "a = x.to(dtype=torch.int64, copy=True)\n", ["x.to(copy=True)"]),
+        (DroppedWideningCast, "a = torch.zeros(4, dtype=torch.long)\n", ["torch.zeros(4)"]),
+        (DroppedWideningCast, "a = x.to(torch.int32)\nb = x.long(1)\nc = torch.zeros(4, dtype=torch.int32)\n", []),
+        (DefaultShift, "if n is None: n = 64\n", ["128", "32"]),
+        (DefaultShift, "if n is None:\n    n = 1\n", ["2", "0"]),
+        (DefaultShift, "w = 8 if n else m\n", ["16", "4"]),
+        (DefaultShift, "w = (3 if a else 6) if b else 0x10\n", ["6", "1", "12", "3", "0x20", "0x8"]),
+        # a plain local, a guard on another name, an else branch, a test, a non-literal
+        (DefaultShift, "n = 64\nif m is None:\n    n = 64\nif n is None:\n    pass\nelse:\n    n = 64\n"
+                       "w = 1 if n > 4 else m\nif n is None:\n    n = m + 64\n", ["2", "0"]),
+        (DroppedSequenceElement, "ok = any((a, b.c))\n", ["(b.c,)", "(a,)"]),
+        (DroppedSequenceElement, "s = set([a, b, c])\n", ["[b, c]", "[a, c]", "[a, b]"]),
+        # a loop target, a literal that is not iterated, one element, a non-name, two arguments
+        (DroppedSequenceElement, "for a, b in pairs:\n    pass\nt = (a, b)\nfor v in (a,):\n    pass\n"
+                                 "for v in (a, 1):\n    pass\nm = max((a, b), (c, d))\n", []),
+    ],
+)
+def test_host_operator_matches(operator, body, expected):
+    source = "def f(a, b, c, d, n, m, x, pairs):\n" + textwrap.indent(body, "    ")
+    assert [p.after for p in mutation_points(source, operator(), HOST_CODE)] == expected
+
+
+def test_default_shift_reaches_integer_parameter_defaults_only():
+    source = "def f(a, b=8, *, c=None, d=True, e=2 + 1, f: int = 0x4):\n    return a\n"
+    points = mutation_points(source, DefaultShift(), HOST_CODE)
+    assert [(p.before, p.after) for p in points] == [("8", "16"), ("8", "4"), ("0x4", "0x8"), ("0x4", "0x2")]
+    for operator in ALL_OPERATORS:
+        if operator is not DefaultShift and HOST in operator.applies_to:
+            assert mutation_points(source, operator(), HOST_CODE) == [], operator.name
+
+
+def test_dropped_guard_keeps_else_branches_and_leaves_a_guard_with_an_else():
+    source = textwrap.dedent("""\
+        def f(x):
+            if x < 0:
+                raise ValueError("negative")
+            else:
+                x = -x
+            if x > 9:
+                x = 9
+            elif x == 5:
+                raise ValueError("five")
+            else:
+                x += 1
+            if x == 3: raise ValueError("three")
+            return x
+    """)
+    points = mutation_points(source, DroppedGuard(), HOST_CODE)
+    assert [p.line for p in points] == [6, 12]
+    mutated = apply_mutation(source, DroppedGuard(), 0, HOST_CODE)
+    assert "five" not in mutated and "x = 9\n    else:\n        x += 1\n" in mutated
+    assert apply_mutation(source, DroppedGuard(), 1, HOST_CODE).count("pass") == 1
+
+
+def test_floor_ceil_division_spells_the_ceiling_for_its_side():
+    body = "y = (a + 1) // b\n"
+    device = "@triton.jit\ndef k(a, b):\n    " + body
+    host = "def f(a, b):\n    " + body
+    assert [p.after for p in mutation_points(device, FloorCeilDivision())] == ["tl.cdiv(a + 1, b)"]
+    assert [p.after for p in mutation_points(host, FloorCeilDivision(), HOST_CODE)] == ["-(-(a + 1) // b)"]

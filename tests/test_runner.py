@@ -13,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from mutants.mutant import KERNEL_FILES, PROJECT_ROOT, Mutant, read_source, source_digest
+from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.runner import BaselineError, Runner, compile_grouped_chunks
 from mutants.worker import ERROR, FAIL, classify_exception
 from mutants.store import Scope, Store
+from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
 )
 
-KERNEL = KERNEL_FILES[0]
+KERNEL = TRITON_TARGET.device_file
 LAUNCHER = "def fp8_paged_mqa_logits(\n"
 
 
