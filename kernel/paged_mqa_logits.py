@@ -164,6 +164,10 @@ def _paged_mqa_logits_kernel(
         tl.store(out_row_ptrs + offs_p[:, None], neg_inf, mask=fill_mask, eviction_policy="evict_first")
 
 
+# what a caller may set of resolve_tuning's arguments
+TUNING_KNOBS = ("num_splits", "block_n", "num_warps", "num_stages")
+
+
 @dataclass(frozen=True)
 class Launch:
     """One launch of the kernel: what ``fp8_paged_mqa_logits`` runs, and what an offline
@@ -196,9 +200,18 @@ def fp8_paged_mqa_logits(
 ) -> torch.Tensor:
     """Logits of every cached token for each query row; ``-inf`` outside the causal window.
 
+    Bad input raises a one-line ``TypeError`` (a dtype, a non-tensor, an unknown keyword) or
+    ``ValueError`` that starts with the argument's name, before anything is launched or
+    written: a caller's ``out`` is then untouched. At least one sequence is needed (``B >= 1``),
+    and every sequence at least one token, as ``1 <= next_n_lens[b] <= context_lens[b]``;
+    ``max_model_len`` is at most 2**30. NaN in ``q``, ``weights`` or the cache is not checked:
+    the logits of the rows it feeds are undefined.
+
     ``validate=False`` skips the checks that read tensor values (lengths, block-table
-    entries) and so cost a host sync; shape, dtype and layout checks always run. The tuning
-    knobs (``num_splits``, ``block_n``, ``num_warps``, ``num_stages``) never change the result.
+    entries) and so cost a host sync; shape, dtype, layout and device checks always run. The
+    caller then owns those values: one out of range makes the kernel read or write out of
+    bounds, which can return garbage or crash the process. The tuning knobs (``num_splits``,
+    ``block_n``, ``num_warps``, ``num_stages``) never change the result.
     """
     return plan_launch(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
@@ -218,17 +231,20 @@ def plan_launch(
     preshuffle: bool = False,
     out: torch.Tensor | None = None,
     validate: bool = True,
-    num_splits: int | None = None,
-    block_n: int | None = None,
-    num_warps: int | None = None,
-    num_stages: int | None = None,
+    **knobs,
 ) -> Launch:
-    """Check the inputs, choose the tuning, allocate ``out``: everything short of launching."""
+    """Check the inputs, choose the tuning, allocate ``out``: everything short of launching.
+
+    ``knobs`` are those of ``TUNING_KNOBS``; each one left out is the launcher's choice.
+    """
+    unknown = [name for name in knobs if name not in TUNING_KNOBS]
+    if unknown:
+        raise TypeError(f"{unknown[0]}: not a keyword of fp8_paged_mqa_logits; its tuning knobs are {', '.join(TUNING_KNOBS)}")
     dims = check_inputs(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
         next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, check_values=validate,
     )
-    tuning = resolve_tuning(dims, q.device, preshuffle, num_splits, block_n, num_warps, num_stages)
+    tuning = resolve_tuning(dims, q.device, preshuffle, **{name: knobs.get(name) for name in TUNING_KNOBS})
     if out is None:
         out = torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32, device=q.device)
     args = (

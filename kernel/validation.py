@@ -1,16 +1,27 @@
 """Input checks for ``fp8_paged_mqa_logits``, run before anything is launched or written.
 
-Structure (dtype, rank, shape, layout, device) is always checked. Values (lengths,
-block-table entries) live in device memory, so reading them costs a host sync; a caller on
-a hot decode path may skip those with ``check_values=False``.
+Each failure is one line, ``"<argument>: expected ..., got ..."``: a ``TypeError`` for a
+dtype or a value of the wrong type, a ``ValueError`` otherwise.
+
+Structure (dtype, rank, shape, layout, device, ``max_model_len``) is always checked. Values
+(lengths, block-table entries) live in device memory, so reading them costs a host sync; a
+caller on a hot decode path may skip those with ``check_values=False``, and then owns them:
+an out-of-range length or block id makes the kernel read or write out of bounds, which can
+return garbage or crash the process. Numbers are never checked: a NaN in ``q``, ``weights``
+or the cache makes the logits of the rows it feeds undefined.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
 
 PACKED_SCALE_BYTES = 4
 PRESHUFFLE_TILE = 16
+# The kernel's token positions are int32; this leaves room to round up to any tile.
+MAX_MODEL_LEN = 2**30
+# the narrowest fp8 MMA: the query rows of all next_n slots and heads, side by side
+MIN_QUERY_ROWS = 16
 
 
 @dataclass(frozen=True)
@@ -48,16 +59,22 @@ def check_inputs(
         _check_tensor("out", out, torch.float32, rank=2, rows_may_stride=True)
     if isinstance(max_model_len, bool) or not isinstance(max_model_len, int):
         raise TypeError(f"max_model_len: expected an int, got {type(max_model_len).__name__}")
-    if max_model_len < 1:
-        raise ValueError(f"max_model_len: expected a positive int, got {max_model_len}")
+    if not 1 <= max_model_len <= MAX_MODEL_LEN:
+        raise ValueError(f"max_model_len: expected an int in [1, {MAX_MODEL_LEN}], got {max_model_len}")
     if not isinstance(preshuffle, bool):
         raise TypeError(f"preshuffle: expected a bool, got {type(preshuffle).__name__}")
 
     batch, next_n, heads, head_dim = q.shape
     num_blocks, kv_block, kv_heads, row_bytes = kv_cache.shape
     dims = Dims(batch, next_n, heads, head_dim, kv_block, num_blocks, block_table.shape[1])
-    if batch < 1 or next_n < 1 or heads < 1:
-        raise ValueError(f"q: expected a non-empty [B, next_n, H, D] tensor, got shape {tuple(q.shape)}")
+    if batch < 1 or next_n < 1:
+        raise ValueError(f"q: expected at least one sequence and one next_n row, got shape {tuple(q.shape)}")
+    query_rows = heads << (next_n - 1).bit_length()  # H times next_n rounded up to a power of two
+    if heads & (heads - 1) != 0 or query_rows < MIN_QUERY_ROWS:
+        raise ValueError(
+            f"q: the kernel needs H a power of two, and H times next_n rounded up to a power of two at least"
+            f" {MIN_QUERY_ROWS}, got H={heads}, next_n={next_n}"
+        )
     if head_dim < 16 or head_dim % 16 != 0:
         raise ValueError(f"q: head dim D must be a positive multiple of 16, got {head_dim}")
     if kv_heads != 1 or row_bytes != head_dim + PACKED_SCALE_BYTES or kv_block < 1 or num_blocks < 1:
@@ -78,9 +95,8 @@ def check_inputs(
             f"out: expected shape [B*next_n, max_model_len] = [{batch * next_n}, {max_model_len}],"
             f" got {tuple(out.shape)}"
         )
-    devices = {t.device for t in (q, kv_cache, weights, context_lens, block_table, next_n_lens, out) if t is not None}
-    if len(devices) != 1:
-        raise ValueError(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")
+    _check_one_device(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table,
+                      next_n_lens=next_n_lens, out=out)
     if check_values:
         _check_values(dims, context_lens, block_table, max_model_len, next_n_lens)
     return dims
@@ -97,6 +113,15 @@ def _check_tensor(name, tensor, dtype, *, rank, rows_may_stride=False):
     if not addressable:
         layout = "unit stride in its last dimension" if rows_may_stride else "a contiguous tensor"
         raise ValueError(f"{name}: the kernel needs {layout}, got strides {tensor.stride()}")
+
+
+def _check_one_device(**tensors):
+    """Names the first tensor off the device most of them share (q's on a tie)."""
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    common = Counter(devices.values()).most_common(1)[0][0]
+    for name, device in devices.items():
+        if device != common:
+            raise ValueError(f"{name}: expected a tensor on {common}, where the other tensors are, got one on {device}")
 
 
 def _check_shape(name, tensor, expected, spelled):

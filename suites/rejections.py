@@ -1,0 +1,451 @@
+"""SPEC §1's input contract as data: single-field edits of valid inputs, each with its verdict.
+
+An edit breaks one rule of the contract (a dtype, a rank, one checked dimension, a layout,
+a device, a range at its boundary, a tuning knob) and names the argument the op must blame
+and the exception type it must raise: ``TypeError`` for dtypes, non-tensors and unknown
+keywords, ``ValueError`` otherwise. An edit whose ``error`` is None moves inputs onto a
+boundary the contract still allows; the op must accept it and compute it right.
+
+A rejection is checked three ways: the exception type, a one-line message that starts with
+``"<argument>: "``, and the caller's sentinel-filled ``out`` left untouched.
+
+A ``RejectionCase`` is one edit applied to one small base input; ``check_rejection`` runs
+it, as ``suites.check.check_case`` runs a ``Case``.
+"""
+
+import zlib
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable
+
+import torch
+
+from oracle import OpInputs, compare_logits, make_inputs, reference_logits
+
+SENTINEL = 1234.5
+# the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
+KERNEL_MIN_QUERY_ROWS = 16
+
+
+@dataclass
+class Call:
+    """The op's arguments after an edit: inputs, and keywords beyond ``inputs.op_kwargs()``
+    (an ``out`` here replaces the caller's sentinel-filled one; ``out=None`` passes none)."""
+
+    inputs: OpInputs
+    keywords: dict = field(default_factory=dict)
+
+
+def _always(inputs: OpInputs) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class InputEdit:
+    name: str
+    argument: str  # the argument the error names
+    error: type[Exception] | None  # None: the edited inputs are still valid
+    change: Callable[[OpInputs], Call]
+    applies: Callable[[OpInputs], bool] = _always
+    reads_values: bool = False  # caught only by the checks of tensor values (validate=True)
+    # the base inputs (of BASES) its cases run on
+    bases: tuple[str, ...] = ("small",)
+
+
+# -- building blocks of edits ----------------------------------------------------------------
+
+
+def caller_out(inputs: OpInputs, dtype: torch.dtype = torch.float32, extra_rows: int = 0,
+               extra_columns: int = 0) -> torch.Tensor:
+    rows = inputs.q.shape[0] * inputs.q.shape[1] + extra_rows
+    return torch.full((rows, inputs.max_model_len + extra_columns), SENTINEL, dtype=dtype, device=inputs.q.device)
+
+
+def _set(**changes) -> Callable[[OpInputs], Call]:
+    """An edit of fields of the inputs, each a function of the inputs."""
+    return lambda inputs: Call(replace(inputs, **{name: make(inputs) for name, make in changes.items()}))
+
+
+def _tensor(name: str, make: Callable[[torch.Tensor], object]) -> Callable[[OpInputs], Call]:
+    """An edit of one tensor argument; ``out`` is the caller's sentinel-filled one."""
+    if name == "out":
+        return lambda inputs: Call(inputs, {"out": make(caller_out(inputs))})
+    return _set(**{name: lambda inputs: make(getattr(inputs, name))})
+
+
+def _keywords(**keywords) -> Callable[[OpInputs], Call]:
+    return lambda inputs: Call(inputs, dict(keywords))
+
+
+def _strided(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values with a last-dimension stride of 2."""
+    return torch.stack([tensor, tensor], dim=-1)[..., 0]
+
+
+def _elsewhere(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor on another device: meta when it is on the CPU, else the CPU."""
+    return tensor.to("meta" if tensor.device.type == "cpu" else "cpu")
+
+
+def _max_model_len(value: Callable[[OpInputs], object], *, pass_out: bool = True) -> Callable[[OpInputs], Call]:
+    """max_model_len set to ``value(inputs)``; the caller's out (if any) sized for the old one."""
+    return lambda inputs: Call(replace(inputs, max_model_len=value(inputs)),
+                               {"out": caller_out(inputs) if pass_out else None})
+
+
+def _not_a_tensor(tensor: torch.Tensor):
+    return tensor.detach().cpu().float().numpy()
+
+
+def _batch(inputs: OpInputs) -> int:
+    return inputs.q.shape[0]
+
+
+def _live_rows(inputs: OpInputs, b: int) -> int:
+    return inputs.q.shape[1] if inputs.next_n_lens is None else int(inputs.next_n_lens[b])
+
+
+def _used_blocks(inputs: OpInputs, b: int) -> int:
+    return -(-int(inputs.context_lens[b]) // inputs.kv_cache.shape[1])
+
+
+def _context(length: Callable[[OpInputs, int], int], *, first: bool = False) -> Callable[[OpInputs], Call]:
+    """Sequence b's context set to ``length(inputs, b)`` (b the last sequence, or the first),
+    the block table widened as needed and every newly used entry a valid block id."""
+
+    def change(inputs: OpInputs) -> Call:
+        b = 0 if first else _batch(inputs) - 1
+        new_length = length(inputs, b)
+        kv_block = inputs.kv_cache.shape[1]
+        needed = -(-new_length // kv_block)
+        table = inputs.block_table.clone()
+        if needed > table.shape[1]:
+            table = torch.cat([table, table[:, -1:].expand(-1, needed - table.shape[1])], dim=1).contiguous()
+        table[b, _used_blocks(inputs, b):needed] = inputs.kv_cache.shape[0] - 1
+        lens = inputs.context_lens.clone()
+        lens[b] = new_length
+        return Call(replace(inputs, context_lens=lens, block_table=table))
+
+    return change
+
+
+def _table_exactly_full(extra_tokens: int) -> Callable[[OpInputs], Call]:
+    """The block table cut to the longest sequence's blocks, and that sequence's context
+    set to the table's capacity plus ``extra_tokens``."""
+
+    def change(inputs: OpInputs) -> Call:
+        b = int(torch.argmax(inputs.context_lens.cpu()))
+        columns = _used_blocks(inputs, b)
+        lens = inputs.context_lens.clone()
+        lens[b] = columns * inputs.kv_cache.shape[1] + extra_tokens
+        edited = replace(inputs, context_lens=lens, block_table=inputs.block_table[:, :columns].contiguous(),
+                         max_model_len=max(inputs.max_model_len, int(lens[b])))
+        return Call(edited, {"out": caller_out(edited)})
+
+    return change
+
+
+def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool) -> Callable[[OpInputs], Call]:
+    """The last sequence's first or last used block-table entry set to ``value(inputs)``. Its
+    context is first cut so that its last block holds one token, where next_n_lens allows."""
+
+    def change(inputs: OpInputs) -> Call:
+        b = _batch(inputs) - 1
+        used = _used_blocks(inputs, b)
+        lens = inputs.context_lens.clone()
+        lens[b] = max(_live_rows(inputs, b), (used - 1) * inputs.kv_cache.shape[1] + 1)
+        table = inputs.block_table.clone()
+        table[b, used - 1 if last_column else 0] = value(inputs)
+        return Call(replace(inputs, context_lens=lens, block_table=table))
+
+    return change
+
+
+def _unused_entries_out_of_range(inputs: OpInputs) -> Call:
+    table = inputs.block_table.clone()
+    for b in range(_batch(inputs)):
+        unused = table[b, _used_blocks(inputs, b):]
+        unused.copy_(torch.where(torch.arange(len(unused), device=table.device) % 2 == 0, -1, inputs.kv_cache.shape[0]))
+    return Call(replace(inputs, block_table=table))
+
+
+def _extreme_block_ids(inputs: OpInputs) -> Call:
+    table = inputs.block_table.clone()
+    table[0, 0] = 0
+    last = _batch(inputs) - 1
+    table[last, _used_blocks(inputs, last) - 1] = inputs.kv_cache.shape[0] - 1
+    return Call(replace(inputs, block_table=table))
+
+
+def _next_n_lens_entry(value: Callable[[OpInputs], int]) -> Callable[[OpInputs], Call]:
+    def change(inputs: OpInputs) -> Call:
+        lens = inputs.next_n_lens.clone()
+        lens[-1] = value(inputs)
+        return Call(replace(inputs, next_n_lens=lens))
+
+    return change
+
+
+def _head_dim_minus_8(inputs: OpInputs) -> Call:
+    head_dim = inputs.q.shape[3] - 8
+    return Call(replace(inputs, q=inputs.q[..., :head_dim].contiguous(),
+                        kv_cache=inputs.kv_cache[..., :head_dim + 4].contiguous()))
+
+
+def _empty_q(dim: int) -> Callable[[OpInputs], Call]:
+    """q empty along ``dim`` (batch, next_n or heads), the other tensors sized to match."""
+
+    def change(inputs: OpInputs) -> Call:
+        keep = [slice(None)] * 4
+        keep[dim] = slice(0, 0)
+        edited = replace(inputs, q=inputs.q[tuple(keep)])
+        if dim == 0:
+            edited = replace(edited, context_lens=inputs.context_lens[:0], block_table=inputs.block_table[:0],
+                             next_n_lens=None if inputs.next_n_lens is None else inputs.next_n_lens[:0])
+        rows = edited.q.shape[0] * edited.q.shape[1]
+        edited = replace(edited, weights=inputs.weights[:rows, :edited.q.shape[2]].contiguous())
+        return Call(edited, {"out": caller_out(edited)})
+
+    return change
+
+
+def _out_of_range(name: str, argument: str, change, applies=_always, **fields) -> InputEdit:
+    """An edit that only the checks of tensor values, which ``validate=False`` skips, catch."""
+    return InputEdit(name, argument, ValueError, change, applies, reads_values=True, **fields)
+
+
+def _padded_next_n(inputs: OpInputs) -> int:
+    return 1 << (inputs.q.shape[1] - 1).bit_length()
+
+
+def _heads(count: Callable[[OpInputs], int]) -> Callable[[OpInputs], Call]:
+    """Only the first ``count(inputs)`` heads of q and weights."""
+
+    def change(inputs: OpInputs) -> Call:
+        heads = count(inputs)
+        return Call(replace(inputs, q=inputs.q[:, :, :heads].contiguous(), weights=inputs.weights[:, :heads].contiguous()))
+
+    return change
+
+
+def _fewest_heads(inputs: OpInputs) -> int:
+    """The fewest heads the kernel takes with this next_n: a power of two filling 16 query rows."""
+    return max(1, KERNEL_MIN_QUERY_ROWS // _padded_next_n(inputs))
+
+
+def _has_next_n_lens(inputs: OpInputs) -> bool:
+    return inputs.next_n_lens is not None
+
+
+def _several_sequences(inputs: OpInputs) -> bool:
+    """A length-1 vector is contiguous whatever its stride."""
+    return _batch(inputs) > 1
+
+
+def _several_ragged_sequences(inputs: OpInputs) -> bool:
+    return _has_next_n_lens(inputs) and _several_sequences(inputs)
+
+
+def _blocks_not_multiple_of_16(inputs: OpInputs) -> bool:
+    return inputs.kv_cache.shape[1] % 16 != 0
+
+
+# -- the table --------------------------------------------------------------------------------
+
+# every tensor argument, with a wrong dtype for it
+WRONG_DTYPES = {
+    "q": torch.float16,
+    "kv_cache": torch.int8,
+    "weights": torch.float16,
+    "context_lens": torch.int64,
+    "block_table": torch.int64,
+    "next_n_lens": torch.int64,
+    "out": torch.float64,
+}
+
+
+def _per_tensor_edits() -> list[InputEdit]:
+    edits = []
+    for name, wrong_dtype in WRONG_DTYPES.items():
+        applies = _has_next_n_lens if name == "next_n_lens" else _always
+        strided_applies = {"context_lens": _several_sequences, "next_n_lens": _several_ragged_sequences}
+        edits += [
+            InputEdit(f"{name}-dtype", name, TypeError, _tensor(name, lambda t, d=wrong_dtype: t.to(d)), applies),
+            InputEdit(f"{name}-not-a-tensor", name, TypeError, _tensor(name, _not_a_tensor), applies),
+            InputEdit(f"{name}-rank", name, ValueError, _tensor(name, lambda t: t[None]), applies),
+            InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies)),
+            InputEdit(f"{name}-other-device", name, ValueError, _tensor(name, _elsewhere), applies),
+        ]
+    return edits
+
+
+def _less(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    return t.narrow(dim, 0, t.shape[dim] - 1).contiguous()
+
+
+EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
+    InputEdit("unchanged", "", None, lambda inputs: Call(inputs), bases=("small", "small-preshuffle", "smallest")),
+    *_per_tensor_edits(),
+    # shapes: every checked dimension
+    InputEdit("q-head-dim-not-multiple-of-16", "q", ValueError, _head_dim_minus_8),
+    InputEdit("q-no-sequences", "q", ValueError, _empty_q(0)),
+    InputEdit("q-no-next-n-rows", "q", ValueError, _empty_q(1)),
+    InputEdit("q-no-heads", "q", ValueError, _empty_q(2)),
+    InputEdit("q-heads-not-power-of-two", "q", ValueError, _heads(lambda i: i.q.shape[2] * 3 // 4),
+              lambda i: i.q.shape[2] >= 4),
+    InputEdit("q-too-few-query-rows", "q", ValueError, _heads(lambda i: _fewest_heads(i) // 2),
+              lambda i: _fewest_heads(i) >= 2, bases=("small", "smallest")),
+    InputEdit("q-fewest-query-rows", "", None, _heads(_fewest_heads), lambda i: _fewest_heads(i) <= i.q.shape[2],
+              bases=("small", "next-n-9")),
+    InputEdit("kv_cache-no-blocks", "kv_cache", ValueError, _tensor("kv_cache", lambda t: t[:0])),
+    InputEdit("kv_cache-empty-blocks", "kv_cache", ValueError, _tensor("kv_cache", lambda t: t[:, :0])),
+    InputEdit("kv_cache-two-heads", "kv_cache", ValueError,
+              _tensor("kv_cache", lambda t: t.expand(-1, -1, 2, -1).contiguous())),
+    InputEdit("kv_cache-row-bytes", "kv_cache", ValueError, _tensor("kv_cache", lambda t: _less(t, 3))),
+    InputEdit("weights-rows", "weights", ValueError, _tensor("weights", _less)),
+    InputEdit("weights-heads", "weights", ValueError, _tensor("weights", lambda t: _less(t, 1))),
+    InputEdit("context_lens-batch", "context_lens", ValueError, _tensor("context_lens", _less)),
+    InputEdit("block_table-batch", "block_table", ValueError, _tensor("block_table", _less)),
+    InputEdit("block_table-no-columns", "block_table", ValueError, _tensor("block_table", lambda t: t[:, :0])),
+    InputEdit("next_n_lens-batch", "next_n_lens", ValueError, _tensor("next_n_lens", _less), _has_next_n_lens),
+    InputEdit("out-rows-short", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_rows=-1)})),
+    InputEdit("out-rows-long", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_rows=1)})),
+    InputEdit("out-columns-short", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_columns=-1)})),
+    InputEdit("out-columns-long", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_columns=1)})),
+    # scalars
+    InputEdit("max_model_len-zero", "max_model_len", ValueError, _max_model_len(lambda i: 0)),
+    InputEdit("max_model_len-float", "max_model_len", TypeError, _max_model_len(lambda i: float(i.max_model_len))),
+    InputEdit("max_model_len-bool", "max_model_len", TypeError, _max_model_len(lambda i: True)),
+    InputEdit("max_model_len-past-int32-positions", "max_model_len", ValueError,
+              _max_model_len(lambda i: 2**40, pass_out=False)),
+    InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
+    InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
+              _blocks_not_multiple_of_16, bases=("small-kvb3",)),
+    # value ranges, at their boundaries
+    _out_of_range("context_lens-past-max-model-len", "context_lens",
+                  _context(lambda i, b: i.max_model_len + 1)),
+    InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
+    _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
+    InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
+    _out_of_range("context_lens-below-next-n", "context_lens",
+                  _context(lambda i, b: _live_rows(i, b) - 1), bases=("small", "small-uniform")),
+    InputEdit("context_lens-at-next-n", "", None, _context(lambda i, b: _live_rows(i, b)),
+              bases=("small", "small-uniform")),
+    _out_of_range("context_lens-zero", "context_lens", _context(lambda i, b: 0, first=True)),
+    _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens),
+    _out_of_range("next_n_lens-past-next-n", "next_n_lens",
+                  _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens),
+    _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True)),
+    _out_of_range("block_table-negative-in-last-used-column", "block_table",
+                  _table_entry(lambda i: -1, last_column=True)),
+    _out_of_range("block_table-num-blocks-in-first-column", "block_table",
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=False)),
+    _out_of_range("block_table-negative-in-first-column", "block_table",
+                  _table_entry(lambda i: -1, last_column=False)),
+    InputEdit("block_table-unused-entries-out-of-range", "", None, _unused_entries_out_of_range),
+    InputEdit("block_table-first-and-last-block-ids", "", None, _extreme_block_ids),
+    # keywords
+    InputEdit("unknown-keyword", "block_size", TypeError, _keywords(block_size=64)),
+    InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
+    InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
+    InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
+    InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
+]}
+
+
+# -- running an edit ---------------------------------------------------------------------------
+
+
+def edited_call(edit: InputEdit, inputs: OpInputs) -> tuple[OpInputs, dict]:
+    """The inputs after ``edit``, and every keyword of the op's call, ``out`` included."""
+    call = edit.change(inputs)
+    return call.inputs, {**call.inputs.op_kwargs(), "out": caller_out(inputs), **call.keywords}
+
+
+def is_readable(out) -> bool:
+    """Whether a write into ``out`` could be seen."""
+    return isinstance(out, torch.Tensor) and out.device.type != "meta" and out.numel() > 0
+
+
+def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
+    """Apply ``edit`` to valid ``inputs`` and hold ``op`` to its verdict; AssertionError if not."""
+    edited, keywords = edited_call(edit, inputs)
+    out = keywords["out"]
+    if edit.error is None:
+        try:
+            result = op(*edited.op_args(), **keywords)
+        except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+            raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
+        assert result is out, f"{edit.name}: the op did not return the caller's out"
+        compare_logits(result, *reference_logits(edited.to("cpu")))
+        return
+    readable = is_readable(out)
+    before = out.clone() if readable else None
+    expected = f"a {edit.error.__name__} whose message starts with {edit.argument + ': '!r}"
+    try:
+        op(*edited.op_args(), **keywords)
+    except Exception as error:  # noqa: BLE001  (any exception is a verdict to check)
+        message = str(error)
+        if not isinstance(error, edit.error) or not message.startswith(f"{edit.argument}: ") or "\n" in message:
+            raise AssertionError(f"{edit.name}: expected {expected}, got {type(error).__name__}: {message}") from error
+    else:
+        raise AssertionError(f"{edit.name}: the op accepted the input; expected {expected}")
+    if readable and not torch.equal(out, before):
+        raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
+
+
+SMALL = dict(batch=2, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False, context_lens=[40, 21],
+             max_model_len=64, next_n_lens=[3, 1])
+# base inputs, as make_inputs arguments
+BASES = {
+    "small": SMALL,
+    "small-preshuffle": {**SMALL, "preshuffle": True},
+    "small-uniform": {**SMALL, "next_n_lens": None},
+    "small-kvb3": {**SMALL, "kv_block": 3},
+    "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
+    # every size at the least the contract allows: one sequence of one token, one block
+    "smallest": dict(batch=1, next_n=1, heads=16, head_dim=16, kv_block=1, preshuffle=False, context_lens=[1],
+                     max_model_len=1, next_n_lens=[1], spare_blocks_per_row=0),
+}
+
+
+@dataclass(frozen=True)
+class RejectionCase:
+    """One edit of ``EDITS`` on one base input of ``BASES``."""
+
+    edit: str
+    base: str = "small"
+
+    @property
+    def id(self) -> str:
+        verdict = "accept" if EDITS[self.edit].error is None else "reject"
+        on_base = "" if self.base == RejectionCase.base else f"-on-{self.base}"
+        return f"{verdict}-{self.edit}{on_base}"
+
+    @property
+    def seed(self) -> int:
+        return zlib.crc32(self.id.encode())
+
+    @property
+    def compile_key(self) -> tuple:
+        return ()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def base_inputs(self) -> OpInputs:
+        return make_inputs(**BASES[self.base], seed=self.seed)
+
+
+def rejection_cases() -> list[RejectionCase]:
+    return [RejectionCase(edit.name, base) for edit in EDITS.values() for base in edit.bases]
+
+
+def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu") -> None:
+    """Raise AssertionError unless ``op`` rejects (or accepts and computes) ``case`` as the
+    contract says."""
+    edit = EDITS[case.edit]
+    inputs = case.base_inputs().to(device)
+    if not edit.applies(inputs):
+        raise ValueError(f"{case.id}: the edit does not apply to this base input")
+    check_edit(edit, inputs, op)
