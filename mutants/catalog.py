@@ -16,8 +16,12 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
-from mutants.operators import DEVICE, Scope, ScopeTracker
+from mutants.operators import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
+
+LAUNCHER = TRITON_TARGET.device_file
+TUNING = "kernel/tuning.py"
+VALIDATION = "kernel/validation.py"
 
 
 class CatalogError(ValueError):
@@ -57,6 +61,10 @@ def _expr(code: str) -> cst.BaseExpression:
 
 def _call(name: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name(name)))
+
+
+def _method(obj: str, method: str) -> m.BaseMatcherNode:
+    return m.Call(func=m.Attribute(value=m.Name(obj), attr=m.Name(method)))
 
 
 def _with_operator(operator: cst.BaseCompOp):
@@ -175,6 +183,51 @@ CATALOG: tuple[Bug, ...] = (
         site=m.BinaryOperation(left=m.BinaryOperation(left=_names("slot"), operator=m.Multiply(), right=m.Integer("16")),
                                operator=m.Multiply(), right=m.Name("HEAD_DIM")),
         mutate=lambda node: node.with_changes(right=cst.Integer("16")),
+    ),
+    Bug(
+        name="int32-token-gather-offset",
+        description="the per-token gather computes block offsets in 32 bits: a pool over 2 GiB wraps",
+        exposed_by="a pool over 2 GiB with a per-token gather (kv_block not a multiple of block_n)",
+        site=m.Assign(targets=[m.AssignTarget(m.Name("token_block_ptrs"))]),
+        mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
+    ),
+    Bug(
+        name="table-stride-from-shape",
+        description="the launcher passes the block table's width as its row stride",
+        exposed_by="a column slice of a wider block table (row stride != width)",
+        site=_method("block_table", "stride"),
+        mutate=_replace_with("block_table.shape[1]"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="default-splits-unguarded",
+        description="the default split count drops its floor of one: short contexts launch no program",
+        exposed_by="default splits on a context shorter than MIN_TILES_PER_PROGRAM tiles",
+        site=m.Call(func=m.Name("max"), args=[m.Arg(m.Integer("1")), m.Arg(_names("wanted"))]),
+        mutate=_keep_arg(1),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="last-used-block-unchecked",
+        description="validation counts the blocks a sequence uses rounding down: its last, partly used block"
+                    " may hold any id",
+        exposed_by="a bad block id in the last, partly used column of a sequence (a rejection case)",
+        site=m.BinaryOperation(operator=m.FloorDivide(), left=_names("lens", "kv_block")),
+        mutate=lambda node: node.with_changes(left=_expr("lens[:, None]")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="context-bound-off-by-one",
+        description="validation accepts a context one token longer than max_model_len",
+        exposed_by="context_lens = max_model_len + 1 (a rejection case)",
+        site=m.Comparison(left=m.Name("lens"), comparisons=[
+            m.ComparisonTarget(operator=m.GreaterThan(), comparator=m.Name("max_model_len"))]),
+        mutate=_replace_with("(lens > max_model_len + 1)"),
+        path=VALIDATION,
+        side=HOST,
     ),
 )
 
