@@ -15,8 +15,11 @@ one stopped and never re-runs a finished mutant of an unchanged kernel and suite
 """
 
 import argparse
+import hashlib
 import json
 import os
+import signal
+import sqlite3
 import sys
 import time
 from collections import Counter
@@ -25,11 +28,28 @@ from pathlib import Path
 from mutants.mutant import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
 
-EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE = 0, 1, 2, 3
+EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
+EXIT_CODES = """exit codes:
+  0    passed (the score meets --fail-under, when given)
+  1    the score is below --fail-under, or mutants of the selection have no result
+  2    usage error
+  3    the unmutated baseline failed or is flaky
+  4    could not run: a file could not be read or written, the store is not usable, workers cannot start
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): finished mutants are kept for the next run
+"""
 
 
 class UsageError(Exception):
     """A one-line error for the user; never a traceback."""
+
+
+class CannotRun(Exception):
+    """A file that cannot be written, found before any work starts: a one-line error."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: ends a run the way Ctrl-C does."""
 
 
 def _percentage(text: str) -> float:
@@ -53,7 +73,8 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kmut", description="Mutation testing for the fp8 paged MQA logits kernel.")
+    parser = argparse.ArgumentParser(prog="kmut", description="Mutation testing for the fp8 paged MQA logits kernel.",
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.set_defaults(only=None)
 
@@ -105,16 +126,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from mutants.runner import WorkerStartError
+    from mutants.store import StoreError
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous_handler = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()
+        return code
     except UsageError as error:
-        print(f"kmut: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("kmut: interrupted; finished mutants are in the store and the next run resumes", file=sys.stderr)
-        return 130
+        return _fail(error, EXIT_USAGE)
+    except (CannotRun, StoreError, WorkerStartError) as error:
+        return _fail(error, EXIT_CANNOT_RUN)
+    except sqlite3.Error as error:
+        return _fail(f"{args.store}: {error}", EXIT_CANNOT_RUN)
+    except BrokenPipeError:  # the reader went away (`kmut list | head`): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except OSError as error:
+        return _fail(f"{error.filename}: {error.strerror}" if error.filename else error, EXIT_CANNOT_RUN)
+    except KeyboardInterrupt as error:
+        how = "terminated" if isinstance(error, Terminated) else "interrupted"
+        print(f"kmut: {how}; finished mutants are in the store and the next run resumes", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(error, Terminated) else EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; cleanup is under way
+    raise Terminated
+
+
+def _fail(error, code: int) -> int:
+    print(f"kmut: error: {error}", file=sys.stderr)
+    return code
 
 
 # -- commands --
@@ -146,6 +194,7 @@ def cmd_show(args) -> int:
 def cmd_run(args) -> int:
     from mutants.runner import BaselineError, Runner, progress_printer
 
+    _check_outputs(args)
     device = _device(args.device)
     cases = _cases(args.suite)
     mutants = _mutants(args.mutant_set, args.only)
@@ -172,6 +221,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
+    _check_outputs(args)
     device = _device(args.device)
     store, scope = _open(args, device, create=False)
     return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite))
@@ -206,31 +256,53 @@ def _report(args, store, scope, mutants, cases) -> int:
     from mutants.report import terminal_table
 
     scored = _scored(store, scope, mutants, cases, _selection_name(args))
-    if not any(r for _, r in scored.rows):
+    if not scored.with_results and args.fail_under is None:
         raise UsageError(f"the store {args.store} has no results for suite {args.suite} on {scope.device}"
                          f" ({scope.mode}); run `kmut run` first")
     print(terminal_table(scored, per_mutant=not args.quiet))
     if args.json:
         from mutants.report import mutation_testing_json
 
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(mutation_testing_json(scored), indent=1))
+        _write(args.json, json.dumps(mutation_testing_json(scored), indent=1))
     if args.html:
         from mutants.html import html_report
 
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(html_report([scored]))
-    if args.fail_under is not None and (scored.score < args.fail_under or not scored.complete):
-        print(f"kmut: score {scored.score:.1f}% is below --fail-under {args.fail_under:g}%"
-              + ("" if scored.complete else " (or mutants were not run)"), file=sys.stderr)
+        _write(args.html, html_report([scored]))
+    if args.fail_under is None:
+        return EXIT_OK
+    if not scored.complete:
+        print(f"kmut: {scored.results_line()}; --fail-under needs a result for every mutant", file=sys.stderr)
+        return EXIT_BELOW_THRESHOLD
+    if scored.score < args.fail_under:
+        print(f"kmut: score {scored.score:.1f}% is below --fail-under {args.fail_under:g}%", file=sys.stderr)
         return EXIT_BELOW_THRESHOLD
     return EXIT_OK
+
+
+def _check_outputs(args) -> None:
+    """Fail before any work when a report file cannot be written."""
+    for path in (args.json, args.html):
+        if path is None:
+            continue
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if existing == path:
+            usable = path.is_file() and os.access(path, os.W_OK)
+        else:
+            usable = existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+        if not usable:
+            raise CannotRun(f"{path}: cannot be written ({existing} is not a writable "
+                            f"{'file' if existing == path else 'folder'})")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
 
 
 def _scored(store, scope, mutants, cases, mutant_set):
     from mutants.report import Scored, score_rows
 
-    results = store.results(scope)
+    results = store.results(scope, {m.key: m.id for m in mutants})
     runs = [r for r in store.latest_runs() if (r["suite"], r["mode"], r["device"], r["mutant_set"], r["digest"])
             == (scope.suite, scope.mode, scope.device, mutant_set, scope.digest)]
     wall = runs[-1]["wall_seconds"] if runs else None
@@ -240,14 +312,33 @@ def _scored(store, scope, mutants, cases, mutant_set):
 
 
 def _open(args, device, *, create: bool):
-    from mutants.mutant import source_digest
+    """The store (read-only unless a run will write it) and the scope of this selection's results."""
     from mutants.store import Scope, Store
 
     if not create and not args.store.exists():
         raise UsageError(f"no result store at {args.store}; run `kmut run` first")
-    store = Store(args.store)
-    scope = Scope(args.suite, source_digest(), "matrix" if args.matrix else "first-kill", device)
+    store = Store(args.store, read_only=not create)
+    scope = Scope(args.suite, scope_digest(device), "matrix" if args.matrix else "first-kill", device)
     return store, scope
+
+
+def scope_digest(device: str, root: Path | None = None) -> str:
+    """What a result depends on besides its mutant: the kernel, oracle and suites, kmut's own
+    code, the torch and Triton versions, and the name of every visible GPU."""
+    import torch
+    import triton
+
+    from mutants.mutant import PROJECT_ROOT, source_digest
+
+    root = root or PROJECT_ROOT
+    digest = hashlib.sha256(source_digest(root).encode())
+    for path in sorted((root / "mutants").glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    gpus = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())}) if device == "cuda" else []
+    for part in (torch.__version__, triton.__version__, *gpus):
+        digest.update(b"\0" + part.encode())
+    return digest.hexdigest()[:20]
 
 
 def _device(requested: str | None) -> str:

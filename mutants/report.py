@@ -54,6 +54,13 @@ class Scored:
         return self.counts["not run"] == 0
 
     @property
+    def with_results(self) -> int:
+        return len(self.rows) - self.counts["not run"]
+
+    def results_line(self) -> str:
+        return f"{self.with_results} of {len(self.rows)} mutants have results"
+
+    @property
     def mutants_per_minute(self) -> float | None:
         if not self.wall_seconds or not self.processed:
             return None
@@ -102,6 +109,7 @@ def terminal_table(scored: Scored, *, per_mutant: bool = True) -> str:
     if scored.counts["not run"]:
         counts += f", not run {scored.counts['not run']}"
     lines.append(f"outcomes: {counts}")
+    lines.append(scored.results_line())
     lines.append(f"score: {scored.score:.1f}% ({scored.counts[KILLED]} killed of {scored.scored_total};"
                  f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case)")
     if scored.mutants_per_minute:

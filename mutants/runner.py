@@ -9,12 +9,16 @@ Order of a run:
    launch, not the kernel's code: they always run cases.
 3. Every other mutant runs in a worker, side by side, until its first failing case (or every
    case, for the kill matrix). A hang is killed at its case's timeout; a worker that dies
-   (signal, abort) or leaves the device unusable is replaced. Each result is written to the
-   store as it arrives, so a killed run resumes where it stopped.
+   (signal, abort) or leaves the device unusable is replaced. A worker lost to a signal or an
+   exit is retried in a fresh worker (twice at most), since an outside cause (the OOM killer)
+   looks the same; only a loss that repeats is the mutant's own crash. Each result is
+   written to the store as it arrives, so a killed run resumes where it stopped.
 """
 
 import multiprocessing
+import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -42,10 +46,17 @@ TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
 BASELINE_TIMEOUT = 600.0
 FLAKE_SAMPLE = 6
+WORKER_RETRIES = 2  # fresh workers a task gets after losing one, before the loss is its outcome
+START_ATTEMPTS = 3  # workers in a row that may die before they are ready
+OVERLAY_PREFIX = "kmut-overlays-"
 
 
 class BaselineError(RuntimeError):
     """The unmutated kernel does not pass the suite reliably, or a wrong op went unnoticed."""
+
+
+class WorkerStartError(RuntimeError):
+    """Worker processes die before they are ready: nothing can run."""
 
 
 @dataclass
@@ -58,17 +69,37 @@ class _Task:
 
 
 @dataclass
+class CaseRecord:
+    """One case's result in one task."""
+
+    result: str  # a worker result (pass, fail, stillborn, error) or timeout
+    text: str = ""
+    seconds: float = 0.0
+    worker_lost: bool = False  # the worker died on this case every time it was tried
+
+
+NO_RECORD = CaseRecord(ERROR, "the worker ended before this case")
+
+
+@dataclass
 class _Progress:
     """What one task has produced so far."""
 
     task: _Task
-    results: dict[int, tuple[str, str, float]] = field(default_factory=dict)
+    results: dict[int, CaseRecord] = field(default_factory=dict)
     current: int | None = None
     deadline: float = float("inf")
     started: float = field(default_factory=time.monotonic)
+    losses: dict[int, list[str]] = field(default_factory=dict)  # case -> how each worker was lost on it
+    retries: int = 0
+
+    def remaining(self) -> list[int]:
+        return [i for i in self.task.cases if i not in self.results]
 
 
 class _Worker:
+    """A worker process; it takes a task once it has reported ready."""
+
     def __init__(self, context, device: str, op: str):
         self.device = device
         parent, child = context.Pipe()
@@ -76,29 +107,62 @@ class _Worker:
         self.process = context.Process(target=worker_main, args=(child, device, op), daemon=True)
         self.process.start()
         child.close()
+        self.ready = False
         self.progress: _Progress | None = None
-        message = self.conn.recv()
-        assert message == ("ready",), message
+        self.cases: list[int] = []  # the case indices of the task sent, in the order sent
 
-    def submit(self, task: _Task, case_dicts: list[dict]) -> None:
-        self.progress = task.carried if isinstance(task, _Continuation) else _Progress(task)
-        self.progress.task = task
-        self.conn.send((task.overlay, [case_dicts[i] for i in task.cases], task.stop_at_first_failure, task.sabotage))
+    def assign(self, progress: _Progress, case_dicts: list[dict]) -> None:
+        self.progress = progress
+        self.cases = progress.remaining()
+        if self.ready:
+            self._send(case_dicts)
+
+    def became_ready(self, case_dicts: list[dict]) -> None:
+        self.ready = True
+        if self.progress:
+            self._send(case_dicts)
+
+    def _send(self, case_dicts: list[dict]) -> None:
+        task = self.progress.task
+        try:
+            self.conn.send((task.overlay, [case_dicts[i] for i in self.cases], task.stop_at_first_failure,
+                            task.sabotage))
+        except OSError:
+            pass  # the worker died: its pipe reports the end next
 
     def stop(self) -> None:
         if self.process.is_alive():
             try:
                 self.conn.send(None)
                 self.process.join(5)
-            except (BrokenPipeError, OSError):
+            except OSError:
                 pass
         self.kill()
 
     def kill(self) -> None:
+        """End the worker and every process it started."""
         if self.process.is_alive():
+            descendants = _descendants(self.process.pid)
             self.process.kill()
+            for pid in descendants:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         self.process.join()
         self.conn.close()
+
+    def end_reason(self) -> str:
+        self.process.join(5)
+        code = self.process.exitcode
+        if code is None:
+            return "stopped answering"
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with code {code}"
 
 
 class Runner:
@@ -116,7 +180,8 @@ class Runner:
         self.progress = progress
         self.root = root
         self.context = multiprocessing.get_context("spawn")
-        self.workdir = Path(tempfile.mkdtemp(prefix="kmut-overlays-"))
+        remove_dead_overlays()
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
         self.case_seconds: dict[str, float] = {}
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
 
@@ -146,28 +211,36 @@ class Runner:
         original = self.overlay("original")
         chunks = compile_grouped_chunks(self.cases, self.jobs)
         tasks = [_Task("<baseline>", original, chunk, False) for chunk in chunks if chunk]
-        outcomes = self._run_tasks(tasks, timeouts=True, label="baseline")
+        outcomes = self._run_tasks(tasks, label="baseline")
         results = {i: r for progress in outcomes for i, r in progress.results.items()}
-        failing = [i for i in range(len(self.cases)) if results.get(i, (ERROR,))[0] != PASS]
+        self._refuse_lost_workers(results)
+        failing = [i for i in range(len(self.cases)) if results.get(i, NO_RECORD).result != PASS]
         sample = failing or list(range(0, len(self.cases), max(1, len(self.cases) // FLAKE_SAMPLE)))[:FLAKE_SAMPLE]
-        rerun = self._run_tasks([_Task("<baseline-rerun>", original, sample, False)], timeouts=True, label="")
-        again = rerun[0].results
+        again = self._run_tasks([_Task("<baseline-rerun>", original, sample, False)], label="")[0].results
+        self._refuse_lost_workers(again)
         if failing:
             first = failing[0]
-            detail = results.get(first, (ERROR, "the worker died", 0.0))[1]
-            flaky = [i for i in failing if again.get(i, (ERROR,))[0] == PASS]
+            detail = results.get(first, NO_RECORD).text
+            flaky = [i for i in failing if again.get(i, NO_RECORD).result == PASS]
             kind = "is flaky" if flaky else "fails"
             raise BaselineError(
                 f"the unmutated kernel {kind} on {len(failing)} case(s); first {self.case_ids[first]}: {detail}")
-        flaky = [i for i in sample if again.get(i, (ERROR,))[0] != PASS]
+        flaky = [i for i in sample if again.get(i, NO_RECORD).result != PASS]
         if flaky:
             raise BaselineError(f"the unmutated kernel is flaky: {self.case_ids[flaky[0]]} passed, then failed")
-        sabotaged = self._run_tasks([_Task("<sabotage>", original, [0], True, sabotage=True)], timeouts=True, label="")
-        if sabotaged[0].results.get(0, (PASS,))[0] != FAIL:
+        sabotaged = self._run_tasks([_Task("<sabotage>", original, [0], True, sabotage=True)], label="")[0].results
+        self._refuse_lost_workers(sabotaged)
+        if sabotaged.get(0, CaseRecord(PASS)).result != FAIL:
             raise BaselineError("a deliberately wrong op passed the first case: the suite cannot detect a wrong answer")
-        self.case_seconds = {self.case_ids[i]: r[2] for i, r in results.items()}
+        self.case_seconds = {self.case_ids[i]: r.seconds for i, r in results.items()}
         self.store.save_baseline(self.scope, self.case_seconds)
         return self.case_seconds
+
+    def _refuse_lost_workers(self, results: dict[int, CaseRecord]) -> None:
+        """A worker lost on every try of a baseline case says nothing about the kernel's answers."""
+        lost = [i for i, record in sorted(results.items()) if record.worker_lost]
+        if lost:
+            raise BaselineError(f"a worker died during the baseline, on {self.case_ids[lost[0]]}: {results[lost[0]].text}")
 
     def timeout_for(self, case_index: int) -> float:
         seconds = self.case_seconds.get(self.case_ids[case_index])
@@ -239,13 +312,13 @@ class Runner:
             _Task(m.id, "", list(range(len(self.cases))), not matrix)
             for m in pending
         ]
-        self._run_tasks(tasks, timeouts=True, label="mutants", on_done=finished, mutants=by_id)
+        self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id)
         return results
 
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
-        kinds = {r[0] for r in by_case.values()}
-        failing = [case_id for case_id, r in by_case.items() if r[0] == FAIL]
+        kinds = {r.result for r in by_case.values()}
+        failing = [case_id for case_id, r in by_case.items() if r.result == FAIL]
         if failing:
             outcome = KILLED
         elif ERROR in kinds:
@@ -256,7 +329,7 @@ class Runner:
             outcome = STILLBORN
         else:
             outcome = SURVIVED
-        first_problem = next((f"{case_id}: {r[1]}" for case_id, r in by_case.items() if r[0] != PASS), "")
+        first_problem = next((f"{case_id}: {r.text}" for case_id, r in by_case.items() if r.result != PASS), "")
         return Result(
             mutant_key=mutant.key,
             mutant_id=mutant.id,
@@ -264,97 +337,14 @@ class Runner:
             detail=first_problem,
             killed_by=failing,
             seconds=time.monotonic() - progress.started,
-            case_results={case_id: r[0] for case_id, r in by_case.items()},
+            case_results={case_id: r.result for case_id, r in by_case.items()},
         )
 
     # -- the scheduler --
 
-    def _run_tasks(self, tasks: list[_Task], *, timeouts: bool, label: str, on_done=None, mutants=None):
-        """Run tasks on up to ``jobs`` workers; returns the finished progress records.
-
-        A task whose worker hangs past its case's timeout or dies is finished as timeout or
-        crashed for that case; in matrix mode its remaining cases go on in a fresh worker.
-        """
-        queue = list(tasks)
-        finished: list[_Progress] = []
-        workers: list[_Worker] = []
-        total = len(tasks)
-        self._report(label, 0, total)
-        try:
-            while queue or any(w.progress for w in workers):
-                while queue and len([w for w in workers if w.progress]) < self.jobs:
-                    idle = next((w for w in workers if not w.progress), None)
-                    if idle is None:
-                        idle = _Worker(self.context, self._worker_device(len(workers)), self.target.op)
-                        workers.append(idle)
-                    task = queue.pop(0)
-                    if mutants is not None and not task.overlay:
-                        mutant = mutants[task.mutant_id]
-                        task.overlay = self.overlay(mutant.key, mutant.path, mutant.source)
-                    idle.submit(task, self.case_dicts)
-                busy = [w for w in workers if w.progress]
-                deadline = min(w.progress.deadline for w in busy)
-                wait_for = None if deadline == float("inf") or not timeouts else max(0.0, deadline - time.monotonic())
-                ready = wait([w.conn for w in busy], timeout=wait_for)
-                for worker in busy:
-                    progress = worker.progress
-                    if worker.conn in ready:
-                        try:
-                            message = worker.conn.recv()
-                        except (EOFError, OSError):
-                            worker.process.join(5)
-                            self._end(worker, workers, finished, on_done, mutants, ERROR,
-                                      f"worker died ({_signal_name(worker.process)})", queue)
-                            continue
-                        if message[0] == "start":
-                            progress.current = progress.task.cases[message[1]]
-                            progress.deadline = time.monotonic() + self.timeout_for(progress.current)
-                        elif message[0] == "case":
-                            _, index, result, text, seconds = message
-                            progress.results[progress.task.cases[index]] = (result, text, seconds)
-                            progress.current, progress.deadline = None, float("inf")
-                        elif message[0] == "done":
-                            worker.progress = None
-                            if message[1]:
-                                self._finish(progress, finished, on_done, mutants)
-                            else:  # the device faulted: the worker goes, any cases left go on in a fresh one
-                                workers.remove(worker)
-                                worker.kill()
-                                self._finish_or_continue(progress, finished, on_done, mutants, queue)
-                            self._report(label, len(finished), total)
-                    elif timeouts and time.monotonic() >= progress.deadline:
-                        seconds = self.timeout_for(progress.current)
-                        self._end(worker, workers, finished, on_done, mutants, TIMEOUT,
-                                  f"no answer within {seconds:.0f} s", queue)
-                        self._report(label, len(finished), total)
-        finally:
-            for worker in workers:
-                worker.stop()
-        return finished
-
-    def _end(self, worker, workers, finished, on_done, mutants, result, text, queue) -> None:
-        """A worker hung or died in the middle of a task: record the case, replace the worker."""
-        progress = worker.progress
-        worker.progress = None
-        workers.remove(worker)
-        worker.kill()
-        case = progress.current if progress.current is not None else progress.task.cases[0]
-        progress.results[case] = (result, text, 0.0)
-        self._finish_or_continue(progress, finished, on_done, mutants, queue)
-
-    def _finish_or_continue(self, progress, finished, on_done, mutants, queue) -> None:
-        """After losing a task's worker: in matrix mode the cases left go on in a fresh worker."""
-        remaining = [i for i in progress.task.cases if i not in progress.results]
-        if remaining and not progress.task.stop_at_first_failure:
-            queue.insert(0, _Continuation(progress, remaining))
-        else:
-            self._finish(progress, finished, on_done, mutants)
-
-    def _finish(self, progress, finished, on_done, mutants) -> None:
-        finished.append(progress)
-        if on_done:
-            on_done(progress)
-        self._discard_overlay(progress.task, mutants)
+    def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None) -> list[_Progress]:
+        """Run tasks on up to ``jobs`` workers; returns the finished progress records."""
+        return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants).run()
 
     def _worker_device(self, index: int) -> str:
         """CPU workers share the cores; CUDA workers are spread over the visible GPUs."""
@@ -364,13 +354,154 @@ class Runner:
 
         return f"cuda:{index % max(1, torch.cuda.device_count())}"
 
-    def _discard_overlay(self, task, mutants) -> None:
-        if mutants is not None and task.overlay:
-            shutil.rmtree(task.overlay, ignore_errors=True)
-
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
+
+
+class _Scheduler:
+    """One batch of tasks on up to ``jobs`` workers: owns the workers, the queue and the finished set.
+
+    A task whose worker hangs past its case's timeout is finished as timeout for that case; one
+    whose worker is lost goes on in a fresh worker from that case, twice at most, and then
+    records the case as crashed. In matrix mode the cases left after a recorded hang or crash
+    go on in a fresh worker. A worker that dies before it is ready is replaced; when several in a
+    row do, the batch stops with WorkerStartError.
+    """
+
+    def __init__(self, runner: Runner, tasks: list[_Task], *, label: str, on_done=None, mutants=None):
+        self.runner = runner
+        self.label = label
+        self.on_done = on_done
+        self.mutants = mutants  # mutant id -> Mutant, when tasks get their overlay just before they run
+        self.queue = [_Progress(task) for task in tasks]
+        self.total = len(tasks)
+        self.workers: list[_Worker] = []
+        self.finished: list[_Progress] = []
+        self.failed_starts = 0
+
+    def run(self) -> list[_Progress]:
+        self._report()
+        completed = False
+        try:
+            while self.queue or self._busy():
+                self._assign_tasks()
+                self._step()
+            completed = True
+        finally:
+            for worker in self.workers:
+                worker.stop() if completed else worker.kill()
+        return self.finished
+
+    def _busy(self) -> list[_Worker]:
+        return [w for w in self.workers if w.progress]
+
+    def _assign_tasks(self) -> None:
+        while self.queue and len(self._busy()) < self.runner.jobs:
+            worker = next((w for w in self.workers if not w.progress), None)
+            if worker is None:
+                worker = _Worker(self.runner.context, self.runner._worker_device(len(self.workers)), self.runner.target.op)
+                self.workers.append(worker)
+            progress = self.queue.pop(0)
+            task = progress.task
+            if self.mutants is not None and not task.overlay:
+                mutant = self.mutants[task.mutant_id]
+                task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
+            worker.assign(progress, self.runner.case_dicts)
+
+    def _step(self) -> None:
+        busy = self._busy()
+        deadline = min(w.progress.deadline for w in busy)
+        wait_for = None if deadline == float("inf") else max(0.0, deadline - time.monotonic())
+        ready = wait([w.conn for w in busy], timeout=wait_for)
+        for worker in busy:
+            if worker.conn in ready:
+                self._receive(worker)
+            elif time.monotonic() >= worker.progress.deadline:
+                self._hung(worker)
+
+    def _receive(self, worker: _Worker) -> None:
+        progress = worker.progress
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            self._lost(worker)
+            return
+        if message[0] == "ready":
+            self.failed_starts = 0
+            worker.became_ready(self.runner.case_dicts)
+        elif message[0] == "start":
+            progress.current = worker.cases[message[1]]
+            progress.deadline = time.monotonic() + self.runner.timeout_for(progress.current)
+        elif message[0] == "case":
+            _, index, result, text, seconds = message
+            progress.results[worker.cases[index]] = CaseRecord(result, text, seconds)
+            progress.current, progress.deadline = None, float("inf")
+        elif message[0] == "done":
+            worker.progress = None
+            if message[1]:
+                self._finish(progress)
+            else:  # the device faulted: the worker goes, any cases left go on in a fresh one
+                self._retire(worker)
+                self._finish_or_continue(progress)
+
+    def _hung(self, worker: _Worker) -> None:
+        progress = worker.progress
+        self._retire(worker)
+        seconds = self.runner.timeout_for(progress.current)
+        progress.results[progress.current] = CaseRecord(TIMEOUT, f"no answer within {seconds:.0f} s")
+        self._finish_or_continue(progress)
+
+    def _lost(self, worker: _Worker) -> None:
+        """The worker's process ended: start over where it was, or record the case as crashed."""
+        progress = worker.progress
+        reason = worker.end_reason()
+        self._retire(worker)
+        if not worker.ready:
+            self.failed_starts += 1
+            if self.failed_starts >= START_ATTEMPTS:
+                raise WorkerStartError(f"{self.failed_starts} worker processes in a row ended before they were"
+                                       f" ready (the last {reason})")
+            self.queue.insert(0, progress)
+            return
+        remaining = progress.remaining()
+        if not remaining:  # lost after its last case: nothing is missing
+            self._finish(progress)
+            return
+        case = progress.current if progress.current is not None else remaining[0]
+        reasons = progress.losses.setdefault(case, [])
+        reasons.append(reason)
+        progress.current, progress.deadline = None, float("inf")
+        if progress.retries < WORKER_RETRIES:
+            progress.retries += 1
+            self.queue.insert(0, progress)
+            return
+        progress.results[case] = CaseRecord(ERROR, _loss_detail(reasons), worker_lost=True)
+        self._finish_or_continue(progress)
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.progress = None
+        self.workers.remove(worker)
+        worker.kill()
+
+    def _finish_or_continue(self, progress: _Progress) -> None:
+        """After a recorded hang, crash or fault: in matrix mode the cases left go on in a fresh worker."""
+        progress.current, progress.deadline = None, float("inf")
+        if progress.remaining() and not progress.task.stop_at_first_failure:
+            self.queue.insert(0, progress)
+        else:
+            self._finish(progress)
+
+    def _finish(self, progress: _Progress) -> None:
+        self.finished.append(progress)
+        if self.on_done:
+            self.on_done(progress)
+        if self.mutants is not None and progress.task.overlay:
+            shutil.rmtree(progress.task.overlay, ignore_errors=True)
+        self._report()
+
+    def _report(self) -> None:
+        self.runner._report(self.label, len(self.finished), self.total)
 
 
 def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
@@ -381,27 +512,42 @@ def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
     return [sorted(order[i:i + size]) for i in range(0, len(order), size)] if size else []
 
 
-class _Continuation(_Task):
-    """The rest of a matrix task after its worker hung or died: results carry over."""
-
-    def __init__(self, progress: _Progress, remaining: list[int]):
-        task = progress.task
-        super().__init__(task.mutant_id, task.overlay, remaining, task.stop_at_first_failure, task.sabotage)
-        self.carried = progress
+def _loss_detail(reasons: list[str]) -> str:
+    if len(set(reasons)) == 1:
+        return f"worker {reasons[0]}" + (f" {len(reasons)} times" if len(reasons) > 1 else "")
+    return f"worker lost {len(reasons)} times: {', '.join(reasons)}"
 
 
-def _signal_name(process) -> str:
-    code = process.exitcode
-    if code is None:
-        return "still running"
-    if code < 0:
-        import signal
+def _descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs, as Linux lists them (none elsewhere)."""
+    found, parents = [], [pid]
+    while parents:
+        for children in Path(f"/proc/{parents.pop()}/task").glob("*/children"):
+            try:
+                pids = [int(child) for child in children.read_text().split()]
+            except OSError:
+                continue
+            found += pids
+            parents += pids
+    return found
 
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit code {code}"
+
+def remove_dead_overlays() -> None:
+    """Remove the overlay folders of runs whose process is gone (killed before it could clean up)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{OVERLAY_PREFIX}*-*"):
+        owner = folder.name[len(OVERLAY_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not _alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        pass
+    return True
 
 
 def progress_printer(stream=sys.stderr):

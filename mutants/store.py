@@ -1,9 +1,11 @@
 """The result store: one SQLite file, written as each mutant finishes.
 
 A result is keyed by the mutant (its key hashes the mutated file), the suite, the digest of
-everything else the outcome depends on (kernel package, oracle, suites), the mode (first
-kill or full matrix) and the device kind. An interrupted run resumes where it stopped; an
-unchanged kernel and suite are not run again.
+everything else the outcome depends on (kernel package, oracle, suites, kmut itself, the torch
+and Triton versions, the device's name), the mode (first kill or full matrix) and the device
+kind. An interrupted run resumes where it stopped; an unchanged kernel and suite are not run
+again. Reports open the store read-only, and every row they read is checked: a value no kmut
+writes is an error, never a silently different score.
 """
 
 import json
@@ -11,33 +13,39 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
+
+from mutants.worker import ERROR, FAIL, PASS, STILLBORN
+
+# bump when the tables or the values their CHECK constraints allow change
+SCHEMA_VERSION = 2
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
+CREATE TABLE results (
     mutant_key TEXT NOT NULL,
     mutant_id TEXT NOT NULL,
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
     mode TEXT NOT NULL,
     device TEXT NOT NULL,
-    outcome TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ({outcomes})),
     detail TEXT NOT NULL,
     killed_by TEXT NOT NULL,
     seconds REAL NOT NULL,
     finished REAL NOT NULL,
     PRIMARY KEY (mutant_key, suite, digest, mode, device)
 );
-CREATE TABLE IF NOT EXISTS case_results (
+CREATE TABLE case_results (
     mutant_key TEXT NOT NULL,
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
     mode TEXT NOT NULL,
     device TEXT NOT NULL,
     case_id TEXT NOT NULL,
-    result TEXT NOT NULL,
+    result TEXT NOT NULL CHECK (result IN ({case_results})),
     PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
 );
-CREATE TABLE IF NOT EXISTS baselines (
+CREATE TABLE baselines (
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
     device TEXT NOT NULL,
@@ -45,7 +53,7 @@ CREATE TABLE IF NOT EXISTS baselines (
     seconds REAL NOT NULL,
     PRIMARY KEY (suite, digest, device, case_id)
 );
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE runs (
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
     mode TEXT NOT NULL,
@@ -58,7 +66,19 @@ CREATE TABLE IF NOT EXISTS runs (
     classified INTEGER,
     cases TEXT NOT NULL
 );
+PRAGMA user_version = {version};
 """
+
+
+class StoreError(Exception):
+    """The store cannot be opened, or holds what no kmut writes: a one-line message naming the file."""
+
+
+def _allowed_values() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The outcomes a result may have, and the results a case may have."""
+    from mutants.runner import OUTCOMES, TIMEOUT
+
+    return OUTCOMES, (PASS, FAIL, STILLBORN, ERROR, TIMEOUT)
 
 
 @dataclass
@@ -86,21 +106,37 @@ class Scope:
 
 
 class Store:
-    def __init__(self, path: Path):
+    """The store at ``path``; ``read_only`` for reports, which must leave the file as it was."""
+
+    def __init__(self, path: Path, *, read_only: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, timeout=30)
-        self.db.executescript(SCHEMA)
-        self.db.commit()
+        try:
+            if read_only:
+                self.db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True, timeout=30)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self.db = sqlite3.connect(self.path, timeout=30)
+            self._check_schema(create=not read_only)
+        except (sqlite3.Error, OSError) as error:
+            raise StoreError(f"{self.path}: cannot open the result store: {error}") from None
+
+    def _check_schema(self, *, create: bool) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        if version == 0 and tables == 0 and create:
+            outcomes, case_results = _allowed_values()
+            self.db.executescript(SCHEMA.format(outcomes=_sql_list(outcomes), case_results=_sql_list(case_results),
+                                                version=SCHEMA_VERSION))
+            return
+        if tables == 0:
+            raise StoreError(f"{self.path}: no result store here; run `kmut run` first")
+        raise StoreError(f"{self.path}: a result store of schema version {version}, this kmut reads version"
+                         f" {SCHEMA_VERSION}; move it away (or delete it) and run again")
 
     def close(self) -> None:
         self.db.close()
-
-    @classmethod
-    def open_existing(cls, path: Path) -> "Store":
-        if not Path(path).exists():
-            raise FileNotFoundError(f"no result store at {path}; run `kmut run` first")
-        return cls(path)
 
     # -- results --
 
@@ -121,17 +157,36 @@ class Store:
             "SELECT mutant_key FROM results WHERE suite=? AND digest=? AND mode=? AND device=?", scope.key())
         return {row[0] for row in rows}
 
-    def results(self, scope: Scope) -> dict[str, Result]:
+    def results(self, scope: Scope, mutant_ids: dict[str, str]) -> dict[str, Result]:
+        """The stored results of the given mutants (key -> id), checked row by row."""
+        outcomes, case_results = _allowed_values()
+        ids_to_keys = {mutant_id: key for key, mutant_id in mutant_ids.items()}
         rows = self.db.execute(
             "SELECT mutant_key, mutant_id, outcome, detail, killed_by, seconds FROM results"
             " WHERE suite=? AND digest=? AND mode=? AND device=?", scope.key())
-        results = {row[0]: Result(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5]) for row in rows}
+        results = {}
+        for key, mutant_id, outcome, detail, killed_by, seconds in rows:
+            expected_id = mutant_ids.get(key)
+            if expected_id is None and mutant_id not in ids_to_keys:
+                continue  # a mutant of another selection
+            if expected_id is None:
+                raise StoreError(f"{self.path}: a result of mutant {mutant_id} has the key {key},"
+                                 f" not its key {ids_to_keys[mutant_id]}")
+            if expected_id != mutant_id:
+                raise StoreError(f"{self.path}: the result under mutant {expected_id}'s key {key}"
+                                 f" names mutant {mutant_id}")
+            if outcome not in outcomes:
+                raise StoreError(f"{self.path}: mutant {mutant_id} has the unknown outcome {outcome!r}")
+            results[key] = Result(key, mutant_id, outcome, detail, json.loads(killed_by), seconds)
         cases = self.db.execute(
             "SELECT mutant_key, case_id, result FROM case_results WHERE suite=? AND digest=? AND mode=? AND device=?",
             scope.key())
-        for key, case_id, outcome in cases:
+        for key, case_id, result in cases:
             if key in results:
-                results[key].case_results[case_id] = outcome
+                if result not in case_results:
+                    raise StoreError(f"{self.path}: mutant {results[key].mutant_id} has the unknown result"
+                                     f" {result!r} on case {case_id}")
+                results[key].case_results[case_id] = result
         return results
 
     # -- baselines --
@@ -176,3 +231,7 @@ class Store:
             run["cases"] = json.loads(run["cases"])
             latest[(run["suite"], run["mode"], run["device"], run["mutant_set"])] = run
         return list(latest.values())
+
+
+def _sql_list(values) -> str:
+    return ", ".join(f"'{value}'" for value in values)

@@ -15,6 +15,7 @@ Messages to the parent, over a pipe:
 
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -109,6 +110,8 @@ def _healthy(device: str) -> bool:
 
 
 def worker_main(conn, device: str, op: str) -> None:
+    # Ctrl-C reaches the whole process group; the parent ends its workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     device = configure_environment(device)
     import torch  # noqa: F401  (the expensive import, once per worker)
 

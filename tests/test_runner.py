@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
-from mutants.runner import BaselineError, Runner, compile_grouped_chunks
-from mutants.worker import ERROR, FAIL, classify_exception
+from mutants.runner import BaselineError, Runner, _descendants, compile_grouped_chunks
+from mutants.worker import ERROR, FAIL, classify_exception, worker_main
 from mutants.store import Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke
@@ -38,6 +39,21 @@ def _launcher_prefixed(statement: str) -> str:
     head, tail = original.split(LAUNCHER)
     signature_end = tail.index('    """')
     return head + LAUNCHER + tail[:signature_end] + f"    {statement}\n" + tail[signature_end:]
+
+
+def _killed_once(mark: Path) -> str:
+    """A statement that SIGKILLs its own process the first time it runs, as an OOM killer might."""
+    return (f"import os, pathlib, signal; mark = pathlib.Path({str(mark)!r});"
+            " mark.exists() or (mark.touch(), os.kill(os.getpid(), signal.SIGKILL))")
+
+
+def _project_copy(tmp_path, kernel_source: str) -> Path:
+    """A copy of the kernel, oracle and suites with the kernel file replaced."""
+    root = tmp_path / "project"
+    for folder in ("kernel", "oracle", "suites"):
+        shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (root / KERNEL).write_text(kernel_source)
+    return root
 
 
 def _runner(tmp_path, cases, root=PROJECT_ROOT, **kwargs) -> Runner:
@@ -73,7 +89,7 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
         "raises": "killed",
         "does-not-parse": "stillborn",
     }
-    assert "SIGSEGV" in results["segfaults"].detail
+    assert results["segfaults"].detail == f"{cases[0].id}: worker killed by SIGSEGV 3 times"
     assert "raised on valid inputs: RuntimeError: device lost" in results["raises"].detail
     assert "finite cell(s) out of tolerance" in results["wrong-answer"].detail
     assert results["wrong-answer"].killed_by == [cases[0].id]
@@ -129,18 +145,138 @@ def test_baseline_chunks_keep_each_kernel_on_one_worker():
 
 
 def test_broken_baseline_stops_the_run(tmp_path):
-    root = tmp_path / "project"
-    shutil.copytree(PROJECT_ROOT / "kernel", root / "kernel", ignore=shutil.ignore_patterns("__pycache__"))
-    for folder in ("oracle", "suites"):
-        shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    broken = read_source(KERNEL).replace("logits * scales", "1.5 * logits * scales")
-    (root / KERNEL).write_text(broken)
-    runner = _runner(tmp_path, smoke()[:2], root=root)
+    root = _project_copy(tmp_path, read_source(KERNEL).replace("logits * scales", "1.5 * logits * scales"))
+    _baseline_fails(_runner(tmp_path, smoke()[:2], root=root), "the unmutated kernel fails on 2 case")
+
+
+def _baseline_fails(runner: Runner, match: str) -> None:
     try:
-        with pytest.raises(BaselineError, match="the unmutated kernel fails on 2 case"):
+        with pytest.raises(BaselineError, match=match):
             runner.baseline()
     finally:
         runner.close()
+
+
+def test_a_worker_killed_once_from_outside_changes_no_outcome(tmp_path):
+    root = _project_copy(tmp_path, _launcher_prefixed(_killed_once(tmp_path / "baseline-killed")))
+    runner = _runner(tmp_path, smoke()[:2], root=root)
+    mutant = _mutant("killed-once", _launcher_prefixed(_killed_once(tmp_path / "mutant-killed")))
+    try:
+        runner.baseline()
+        (result,) = runner.run([mutant], matrix=False)
+    finally:
+        runner.close()
+    assert (tmp_path / "baseline-killed").exists() and (tmp_path / "mutant-killed").exists()
+    assert (result.outcome, result.detail) == ("survived", "")
+
+
+def test_a_worker_lost_on_every_try_of_the_baseline_is_reported_as_such(tmp_path):
+    root = _project_copy(tmp_path, _launcher_prefixed("import os, signal; os.kill(os.getpid(), signal.SIGKILL)"))
+    _baseline_fails(_runner(tmp_path, smoke()[:1], root=root),
+                    r"a worker died during the baseline, on .*: worker killed by SIGKILL 3 times")
+
+
+def _dies_once_while_starting(conn, device, op):
+    mark = Path(os.environ["KMUT_TEST_START_MARK"])
+    if not mark.exists():
+        mark.touch()
+        os._exit(3)
+    worker_main(conn, device, op)
+
+
+def test_a_worker_that_dies_while_starting_is_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("KMUT_TEST_START_MARK", str(tmp_path / "died"))
+    monkeypatch.setattr("mutants.runner.worker_main", _dies_once_while_starting)
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        seconds = runner.baseline()
+    finally:
+        runner.close()
+    assert (tmp_path / "died").exists() and list(seconds) == [smoke()[0].id]
+
+
+def test_overlay_folders_of_dead_runs_are_removed_at_the_next_start(tmp_path, monkeypatch):
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = tmp_path / f"kmut-overlays-{ended.pid}-x1"
+    live = tmp_path / f"kmut-overlays-{os.getpid()}-x2"
+    (dead / "kernel").mkdir(parents=True)
+    live.mkdir()
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        assert not dead.exists() and live.exists()
+        assert runner.workdir.parent == tmp_path and runner.workdir.name.startswith(f"kmut-overlays-{os.getpid()}-")
+    finally:
+        runner.close()
+    assert not runner.workdir.exists()
+
+
+HANGING_RUN = """
+import sys
+from pathlib import Path
+from mutants import cli
+from mutants.mutant import Mutant
+from mutants.target import TRITON_TARGET
+
+source = Path(sys.argv[1]).read_text()
+cli._mutants = lambda *args: [Mutant("hangs", "test", TRITON_TARGET.device_file, 1, 0, "", "", "hangs", "", source)]
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("signum, exit_code, message", [
+    (signal.SIGTERM, 143, "kmut: terminated"), (signal.SIGINT, 130, "kmut: interrupted")])
+def test_a_signal_during_a_hanging_mutant_ends_workers_and_overlays(tmp_path, signum, exit_code, message):
+    store = tmp_path / "results.sqlite"
+    scope = Scope("smoke", scope_digest("cpu"), "first-kill", "cpu")
+    Store(store).save_baseline(scope, {case.id: 100.0 for case in smoke()})  # timeouts far beyond the test
+    source = tmp_path / "hangs.py"
+    source.write_text(_launcher_prefixed("import subprocess; subprocess.Popen(['sleep', '300'])\n    while True: pass"))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    command = [sys.executable, "-c", HANGING_RUN, str(source), "run", "--suite", "smoke", "--no-classify",
+               "--jobs", "1", "--store", str(store)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(temp)}
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    descendants = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any(Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep") for pid in descendants
+                      if Path(f"/proc/{pid}/cmdline").exists()):
+            assert time.monotonic() < deadline and process.poll() is None, "the mutant never started"
+            time.sleep(0.2)
+            descendants = _descendants(process.pid)
+        time.sleep(0.5)
+        descendants = _descendants(process.pid)
+        if signum == signal.SIGINT:
+            os.killpg(process.pid, signum)  # as a terminal's Ctrl-C does
+        else:
+            process.send_signal(signum)
+        stderr = process.communicate(timeout=30)[1]
+        deadline = time.monotonic() + 5
+        while not all(_ended(pid) for pid in descendants) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        survivors = [pid for pid in descendants if not _ended(pid)]
+    finally:
+        for pid in [process.pid, *descendants]:
+            if not _ended(pid):
+                os.kill(pid, signal.SIGKILL)
+        process.wait()
+    assert process.returncode == exit_code, stderr[-2000:]
+    assert not survivors, f"processes outlived the run: {survivors}"
+    assert list(temp.glob("kmut-overlays-*")) == []
+    assert "Traceback" not in stderr
+    assert [line for line in stderr.splitlines() if "kmut: " in line][1:] == [
+        f"{message}; finished mutants are in the store and the next run resumes"]
 
 
 def _tree_digest() -> str:
@@ -184,27 +320,6 @@ def test_sigkill_mid_run_resumes_and_leaves_the_tree_untouched(tmp_path):
     assert {k: second[k] for k in first} == first, "a finished mutant was run again"
     assert _tree_digest() == before
     assert "outcomes:" in finished.stdout
-
-
-def test_cli_errors_are_one_line(tmp_path):
-    def kmut(*args):
-        return subprocess.run([sys.executable, "-m", "mutants.cli", *args], cwd=PROJECT_ROOT,
-                              capture_output=True, text=True, timeout=120)
-
-    unknown = kmut("show", "no-such-mutant")
-    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no mutant" in unknown.stderr
-    missing = kmut("report", "--store", str(tmp_path / "absent.sqlite"))
-    assert missing.returncode == 2 and "no result store" in missing.stderr and "Traceback" not in missing.stderr
-    bad = kmut("run", "--jobs", "0")
-    assert bad.returncode == 2 and "--jobs" in bad.stderr and "Traceback" not in bad.stderr
-    listed = kmut("list")
-    assert listed.returncode == 0 and listed.stdout.strip().endswith("12 mutants (catalog)")
-    only = kmut("list", "--only", "causal-off-by-one,dropped-kv-scale")
-    assert only.returncode == 0 and only.stdout.strip().endswith("2 mutants (catalog)")
-    not_in_set = kmut("list", "--only", "causal-off-by-one,no-such-mutant")
-    assert not_in_set.returncode == 2 and "no-such-mutant" in not_in_set.stderr and "Traceback" not in not_in_set.stderr
-    shown = kmut("show", "causal-off-by-one")
-    assert shown.returncode == 0 and "-        visible" in shown.stdout and "+        visible" in shown.stdout
 
 
 def test_case_records_survive_the_worker_protocol():

@@ -82,7 +82,6 @@ def test_host_mutants_reach_the_launcher_tuning_defaults_and_validation(operator
         ("stride-from-shape", "block_table.stride(0)", "block_table.shape[0]"),
         ("default-shift", "64", "128"),
         ("dropped-guard", None, None),
-        ("dropped-sequence-element", None, None),
         ("dropped-widening-cast", 'context_lens.to("cpu", torch.int64)', 'context_lens.to("cpu")'),
     }
     host = [m for m in operator_set if m.side == HOST]
@@ -140,7 +139,7 @@ def _validation_bug(**changes) -> Bug:
         name="devices-unchecked",
         description="tensors on different devices are accepted",
         exposed_by="tensors on two devices",
-        site=m.If(test=m.Comparison(left=m.Call(func=m.Name("len"), args=[m.Arg(m.Name("devices"))]))),
+        site=m.If(test=m.Comparison(left=m.Name("device"))),
         mutate=lambda node: cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=node.leading_lines),
         path="kernel/validation.py",
         side=HOST,
@@ -152,9 +151,9 @@ def test_a_catalog_bug_can_pin_a_host_site_in_validation():
     (mutant,) = catalog_mutants(catalog=(_validation_bug(),))
     original = read_source("kernel/validation.py")
     assert (mutant.id, mutant.side, mutant.path) == ("devices-unchecked", HOST, "kernel/validation.py")
-    assert mutant.before.startswith("if len(devices) != 1:") and mutant.after.strip() == "pass"
-    assert original.splitlines()[mutant.line - 1].strip() == "if len(devices) != 1:"
-    assert "if len(devices) != 1" not in mutant.source and "all tensors must be on one device" not in mutant.source
+    assert mutant.before.startswith("if device != common:") and mutant.after.strip() == "pass"
+    assert original.splitlines()[mutant.line - 1].strip() == "if device != common:"
+    assert "if device != common" not in mutant.source and "where the other tensors are" not in mutant.source
     ast.parse(mutant.source)
 
 

@@ -1,0 +1,200 @@
+"""The kmut command line: exit codes, one-line errors, a read-only report, checked results."""
+
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from mutants import cli
+from mutants.catalog import CATALOG
+from mutants.mutant import PROJECT_ROOT
+from mutants.store import Result, Scope, Store
+
+pytestmark = pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="scopes and runs here are the CPU interpreter's"
+)
+
+CATALOG_SIZE = len(CATALOG)
+
+
+def _store_with_results(path, outcomes: list[str]):
+    """A store holding the first ``len(outcomes)`` catalog mutants' results for `kmut report`'s default scope."""
+    store = Store(path)
+    scope = Scope("curated", cli.scope_digest("cpu"), "first-kill", "cpu")
+    for mutant, outcome in zip(cli._mutants("catalog"), outcomes):
+        store.save(scope, Result(mutant.key, mutant.id, outcome, "d", [], 1.0, {}))
+    store.close()
+    return path
+
+
+def _kmut(*args):
+    return subprocess.run([sys.executable, "-m", "mutants.cli", *args], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _one_error_line(capsys, *names) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("kmut: error: ") and "Traceback" not in err, err
+    assert all(str(name) in err for name in names), err
+    return err
+
+
+def test_report_states_how_many_mutants_have_results(tmp_path, capsys):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * (CATALOG_SIZE - 1) + ["survived"])
+    assert cli.main(["report", "--store", str(store), "--quiet", "--fail-under", "90"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert f"{CATALOG_SIZE} of {CATALOG_SIZE} mutants have results" in out
+    assert f"score: {100 * (CATALOG_SIZE - 1) / CATALOG_SIZE:.1f}% ({CATALOG_SIZE - 1} killed of {CATALOG_SIZE}" in out
+
+
+def test_missing_results_fail_under_any_threshold_with_the_count(tmp_path, capsys):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * (CATALOG_SIZE - 1))
+    assert cli.main(["report", "--store", str(store), "--quiet", "--fail-under", "0"]) == cli.EXIT_BELOW_THRESHOLD
+    captured = capsys.readouterr()
+    assert f"{CATALOG_SIZE - 1} of {CATALOG_SIZE} mutants have results" in captured.out
+    assert captured.err == (f"kmut: {CATALOG_SIZE - 1} of {CATALOG_SIZE} mutants have results;"
+                            " --fail-under needs a result for every mutant\n")
+
+
+def test_an_altered_outcome_is_an_error_not_a_score(tmp_path, capsys):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * (CATALOG_SIZE - 1) + ["survived"])
+    data = store.read_bytes()
+    assert data.count(b"cpukilled") == CATALOG_SIZE - 1  # the outcome column follows the device column in each row
+    store.write_bytes(data.replace(b"cpukilled", b"cpukilxed", 1))
+    assert cli.main(["report", "--store", str(store), "--fail-under", "100"]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, store, "unknown outcome 'kilxed'")
+
+
+def test_report_leaves_the_store_as_it_was(tmp_path, capsys):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * CATALOG_SIZE)
+    before = (store.read_bytes(), store.stat().st_mtime_ns)
+    assert cli.main(["report", "--store", str(store), "--quiet"]) == cli.EXIT_OK
+    assert (store.read_bytes(), store.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+def test_a_file_that_is_not_a_store_is_one_error_line(tmp_path, capsys):
+    store = tmp_path / "results.sqlite"
+    store.write_bytes(b"these bytes are not SQLite; " * 64)
+    assert cli.main(["report", "--store", str(store)]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, store, "file is not a database")
+
+
+def test_an_unwritable_store_path_is_one_error_line(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("x")
+    store = tmp_path / "a-file" / "results.sqlite"
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--no-classify", "--store", str(store)]
+    assert cli.main(args) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, store)
+
+
+@pytest.mark.parametrize("command, option", [("run", "--json"), ("report", "--html"), ("report", "--json")])
+def test_an_unwritable_report_file_stops_before_the_work(tmp_path, capsys, command, option):
+    (tmp_path / "a-file").write_text("x")
+    store = tmp_path / "results.sqlite"
+    if command == "report":
+        _store_with_results(store, ["killed"] * CATALOG_SIZE)
+    output = tmp_path / "a-file" / "reports" / "out"
+    args = [command, "--suite", "smoke", "--only", "causal-off-by-one", "--no-classify"] if command == "run" else [command]
+    assert cli.main([*args, "--store", str(store), option, str(output)]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, output, "not a writable folder")
+    assert store.exists() == (command == "report")  # a run never started
+
+
+def test_a_report_file_that_fails_while_written_is_one_error_line(tmp_path, capsys, monkeypatch):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * CATALOG_SIZE)
+    output = tmp_path / "out.json"
+
+    def disk_full(self, text):
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr("pathlib.Path.write_text", disk_full)
+    assert cli.main(["report", "--store", str(store), "--quiet", "--json", str(output)]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, output, "No space left on device")
+
+
+def test_an_old_store_is_refused_with_one_line(tmp_path, capsys):
+    store = tmp_path / "results.sqlite"
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE results (mutant_key TEXT, outcome TEXT)")
+    assert cli.main(["report", "--store", str(store)]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, store, "schema version 0")
+
+
+def _never_starts(conn, device, op):
+    os._exit(3)
+
+
+def test_workers_that_never_start_mean_could_not_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("mutants.runner.worker_main", _never_starts)
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--no-classify", "--jobs", "1",
+            "--store", str(tmp_path / "results.sqlite")]
+    assert cli.main(args) == cli.EXIT_CANNOT_RUN
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == ("kmut: error: 3 worker processes in a row ended before they were ready"
+                       " (the last exited with code 3)")
+    assert not any("Traceback" in line for line in err)
+
+
+def test_help_documents_the_exit_codes():
+    text = cli.build_parser().format_help()
+    for code in (cli.EXIT_OK, cli.EXIT_BELOW_THRESHOLD, cli.EXIT_USAGE, cli.EXIT_BASELINE, cli.EXIT_CANNOT_RUN):
+        assert re.search(rf"^  {code} ", text, re.MULTILINE), code
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    for code in range(5):
+        assert re.search(rf"^\| {code} \|", readme, re.MULTILINE), code
+
+
+def test_list_into_a_closed_pipe_exits_quietly():
+    process = subprocess.Popen([sys.executable, "-m", "mutants.cli", "list"], cwd=PROJECT_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # `| head` that has read its lines
+    stderr = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert (process.returncode, stderr) == (cli.EXIT_BROKEN_PIPE, "")
+
+
+def test_results_are_keyed_apart_by_the_tool_the_versions_and_the_gpu(tmp_path, monkeypatch):
+    import torch
+    import triton
+
+    root = tmp_path / "project"
+    for folder in ("kernel", "oracle", "suites", "mutants"):
+        shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    digest = cli.scope_digest("cpu", root)
+    assert cli.scope_digest("cpu", root) == digest
+    worker = root / "mutants" / "worker.py"
+    worker.write_text(worker.read_text().replace("return FAIL", "return PASS", 1))
+    assert cli.scope_digest("cpu", root) != digest
+    seen = {cli.scope_digest("cpu")}
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    seen.add(cli.scope_digest("cpu"))
+    monkeypatch.setattr(triton, "__version__", "9.9.9")
+    seen.add(cli.scope_digest("cpu"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H100 80GB HBM3")
+    seen.add(cli.scope_digest("cuda"))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H200")
+    seen.add(cli.scope_digest("cuda"))
+    assert len(seen) == 5
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    unknown = _kmut("show", "no-such-mutant")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no mutant" in unknown.stderr
+    missing = _kmut("report", "--store", str(tmp_path / "absent.sqlite"))
+    assert missing.returncode == 2 and "no result store" in missing.stderr and "Traceback" not in missing.stderr
+    bad = _kmut("run", "--jobs", "0")
+    assert bad.returncode == 2 and "--jobs" in bad.stderr and "Traceback" not in bad.stderr
+    listed = _kmut("list")
+    assert listed.returncode == 0 and listed.stdout.strip().endswith(f"{CATALOG_SIZE} mutants (catalog)")
+    only = _kmut("list", "--only", "causal-off-by-one,dropped-kv-scale")
+    assert only.returncode == 0 and only.stdout.strip().endswith("2 mutants (catalog)")
+    not_in_set = _kmut("list", "--only", "causal-off-by-one,no-such-mutant")
+    assert not_in_set.returncode == 2 and "no-such-mutant" in not_in_set.stderr and "Traceback" not in not_in_set.stderr
+    shown = _kmut("show", "causal-off-by-one")
+    assert shown.returncode == 0 and "-        visible" in shown.stdout and "+        visible" in shown.stdout

@@ -1,0 +1,92 @@
+"""The result store: its schema refuses values no kmut writes, and reading checks every row."""
+
+import sqlite3
+
+import pytest
+
+from mutants.store import SCHEMA_VERSION, Result, Scope, Store, StoreError
+
+SCOPE = Scope("smoke", "d1g35t", "first-kill", "cpu")
+
+
+def _result(key: str, mutant_id: str, outcome: str = "killed") -> Result:
+    return Result(key, mutant_id, outcome, "why", ["c0"], 2.5, {"c0": "fail", "c1": "pass"})
+
+
+def test_results_round_trip_for_the_selected_mutants(tmp_path):
+    store = Store(tmp_path / "results.sqlite")
+    store.save(SCOPE, _result("k1", "m1"))
+    store.save(SCOPE, _result("k2", "m2", "survived"))
+    results = store.results(SCOPE, {"k1": "m1", "k3": "m3"})
+    assert results == {"k1": _result("k1", "m1")}
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("outcome, case_result", [("kilxed", "fail"), ("killed", "fial")])
+def test_the_schema_refuses_an_unknown_outcome(tmp_path, outcome, case_result):
+    store = Store(tmp_path / "results.sqlite")
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        store.save(SCOPE, Result("k1", "m1", outcome, "", [], 0.0, {"c0": case_result}))
+    assert store.results(SCOPE, {"k1": "m1"}) == {}
+
+
+def _bypassing_checks(path, statement: str) -> None:
+    """Change a row the way an edit of the file's bytes would: past the CHECK constraints."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA ignore_check_constraints = ON")
+        db.execute(statement)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("UPDATE results SET outcome = 'kilxed'", "mutant m1 has the unknown outcome 'kilxed'"),
+    ("UPDATE case_results SET result = 'fial'", "mutant m1 has the unknown result 'fial' on case c0"),
+    ("UPDATE results SET mutant_id = 'm2'", "the result under mutant m1's key k1 names mutant m2"),
+    ("UPDATE results SET mutant_key = 'k9'", "a result of mutant m1 has the key k9, not its key k1"),
+])
+def test_reading_refuses_a_row_no_kmut_writes(tmp_path, statement, message):
+    path = tmp_path / "results.sqlite"
+    store = Store(path)
+    store.save(SCOPE, _result("k1", "m1"))
+    store.save(SCOPE, _result("k2", "m2"))
+    _bypassing_checks(path, f"{statement} WHERE mutant_key = 'k1'")
+    with pytest.raises(StoreError, match=f"^{path}: {message}$"):
+        Store(path, read_only=True).results(SCOPE, {"k1": "m1", "k2": "m2"})
+
+
+def test_a_read_only_store_cannot_be_written(tmp_path):
+    path = tmp_path / "results.sqlite"
+    Store(path).save(SCOPE, _result("k1", "m1"))
+    reader = Store(path, read_only=True)
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        reader.save(SCOPE, _result("k2", "m2"))
+    assert set(reader.results(SCOPE, {"k1": "m1", "k2": "m2"})) == {"k1"}
+
+
+def test_a_read_only_open_of_a_missing_store_creates_nothing(tmp_path):
+    with pytest.raises(StoreError, match="cannot open the result store"):
+        Store(tmp_path / "absent.sqlite", read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_of_another_schema_version_is_refused(tmp_path):
+    path = tmp_path / "results.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE results (mutant_key TEXT)")
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=f"^{path}: a result store of schema version 0, this kmut reads version"
+                                             f" {SCHEMA_VERSION}; move it away"):
+            Store(path, read_only=read_only)
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}"):
+        Store(path)
+
+
+def test_a_file_that_is_not_sqlite_or_cannot_be_created_is_a_store_error(tmp_path):
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"not a database at all " * 100)
+    with pytest.raises(StoreError, match=f"^{junk}: cannot open the result store: file is not a database$"):
+        Store(junk)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StoreError, match="a-file/results.sqlite: cannot open the result store"):
+        Store(tmp_path / "a-file" / "results.sqlite")
