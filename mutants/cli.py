@@ -358,9 +358,9 @@ def _default_jobs(device: str) -> int:
 
 
 def _cases(suite: str):
-    from suites.cases import suite as load_suite
+    from suites.runnable import suite_cases
 
-    return load_suite(suite)
+    return suite_cases(suite)
 
 
 def _selection_name(args) -> str:

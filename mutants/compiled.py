@@ -51,7 +51,7 @@ import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ARTIFACT = "sass"
@@ -120,18 +120,25 @@ def compile_targets(cases, *, device: str | None = None) -> list[CompileTarget]:
     import torch
 
     import kernel
-    from suites.check import build_inputs
+    from suites.runnable import launched_inputs
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     targets: dict[str, CompileTarget] = {}
     for case in cases:
-        # a pool past 2 GiB moves the used blocks, not the kernel's types or alignment
-        inputs = build_inputs(replace(case, pool="compact")).to(device)
-        launch = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), **case.tuning())
+        launched = launched_inputs(case)
+        if launched is None:
+            continue
+        inputs, keywords = launched
+        launch = kernel.plan_launch(*inputs.to(device).op_args(), **_on_device(keywords, device))
         target = target_of_launch(launch)
         if targets.setdefault(target.key, target) != target:
             raise AssertionError(f"two different compile targets share the key {target.key}")
     return [targets[key] for key in sorted(targets)]
+
+
+def _on_device(keywords: dict, device: str) -> dict:
+    return {name: value.to(device) if hasattr(value, "to") and hasattr(value, "device") else value
+            for name, value in keywords.items()}
 
 
 def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:

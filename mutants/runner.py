@@ -31,6 +31,7 @@ from mutants.operators import DEVICE
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, worker_main
+from suites.runnable import to_dict
 
 KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
 EQUIVALENT, DUPLICATE = "equivalent", "duplicate"
@@ -171,7 +172,7 @@ class Runner:
                  target: Target = TRITON_TARGET):
         self.cases = list(cases)
         self.target = target
-        self.case_dicts = [c.as_dict() for c in self.cases]
+        self.case_dicts = [to_dict(c) for c in self.cases]
         self.case_ids = [c.id for c in self.cases]
         self.device = device
         self.jobs = max(1, jobs)
@@ -259,7 +260,7 @@ class Runner:
         """
         from mutants.compiled import classify, compile_targets, declared_targets
         from mutants.mutant import read_source
-        from suites.cases import suite
+        from suites.runnable import suite_cases
 
         done = self.store.finished_keys(self.scope)
         pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
@@ -269,7 +270,7 @@ class Runner:
         cache_dir = self.root / ".mutants" / "compile-cache"
 
         def beyond():
-            space = [case for name in DECLARED_SPACE_SUITES for case in suite(name)]
+            space = [case for name in DECLARED_SPACE_SUITES for case in suite_cases(name)]
             return declared_targets(space, device=self.device, cache_dir=cache_dir)
 
         decided = 0

@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from suites.runnable import to_dict
+
 FINDING_EXIT = 86  # what memcheck exits with when it found an error
 CASE_MARKER = "kmut-sanitize-case "
 SANITIZER_NAMES = ("compute-sanitizer",)
@@ -57,7 +59,7 @@ def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root:
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
                "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,
-               json.dumps([c.as_dict() for c in cases])]
+               json.dumps([to_dict(c) for c in cases])]
     try:
         done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -79,16 +81,16 @@ def parse_findings(output: str) -> Finding | None:
 
 
 def _run_cases(overlay: str, case_dicts: list[dict]) -> int:
+    from mutants.target import TRITON_TARGET
     from mutants.worker import load_op
-    from suites.cases import Case
-    from suites.check import check_case
+    from suites.runnable import check, from_dict
 
-    op = load_op(overlay)
+    op = load_op(overlay, TRITON_TARGET.op)
     for fields in case_dicts:
-        case = Case(**fields)
+        case = from_dict(fields)
         print(CASE_MARKER + case.id, flush=True)
         try:
-            check_case(case, op, "cuda")
+            check(case, op, "cuda")
         except Exception as error:  # the suite's own verdict was given already; only accesses count here
             print(f"case raised {type(error).__name__}", flush=True)
             if "cuda" in str(error).lower():

@@ -115,8 +115,7 @@ def worker_main(conn, device: str, op: str) -> None:
     device = configure_environment(device)
     import torch  # noqa: F401  (the expensive import, once per worker)
 
-    from suites.cases import Case
-    from suites.check import check_case
+    from suites.runnable import check, from_dict
 
     conn.send(("ready",))
     while True:
@@ -137,7 +136,7 @@ def worker_main(conn, device: str, op: str) -> None:
             conn.send(("start", index))
             started = time.perf_counter()
             try:
-                check_case(Case(**fields), run_op, device)
+                check(from_dict(fields), run_op, device)
                 result, message = PASS, ""
             except Exception as error:
                 result, message = classify_exception(error), _describe(error)
