@@ -208,9 +208,9 @@ def curated() -> list[Case]:
         cases += [replace(BASE, **{axis.name: value}) for value in axis.values]
     cases += [replace(default_tuned, **layout) for layout in _layouts()]
     cases += [replace(default_tuned, next_n=3)]  # the launcher's 8 warps and 5 stages
-    cases += _cross(BASE, num_warps=(4, 8), num_stages=(1, 3))
-    cases += [replace(BASE, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
-    cases += _cross(BASE, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
+    cases += _cross(small, num_warps=(4, 8), num_stages=(1, 3))
+    cases += [replace(small, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
+    cases += _cross(small, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
     cases += _cross(small, splits=(1, 3), kv_block=(16, 48, 64), preshuffle=(True,), context=("multi-tile", "ragged"))
     cases += _cross(small, block_n=BLOCK_N_CHOICES, kv_block=(1, 5, 16, 48, 64), context=("ragged",), splits=(3,))
     cases += _cross(small, next_n_lens=("ragged",), next_n=(3, 8), splits=(1, 3), batch=(3,))
