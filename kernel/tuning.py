@@ -20,6 +20,8 @@ BLOCK_N_CHOICES = (16, 32, 64, 128)
 PROGRAMS_PER_SM = 24
 # ...but each program keeps a few tiles, so its load pipeline fills before it drains.
 MIN_TILES_PER_PROGRAM = 4
+# A device without SMs (the CPU interpreter) runs the same split policy as if it had one.
+NOMINAL_SMS = 1
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,7 @@ def _warp_choices(block_n: int, next_n_pad: int) -> tuple[int, ...]:
 
 def _default_splits(dims: Dims, device: torch.device, block_n: int) -> int:
     """Enough programs to fill every SM a few times over, from host-side sizes only."""
-    if device.type != "cuda":
-        return 1
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else NOMINAL_SMS
     max_tiles = -(-dims.max_blocks * dims.kv_block // block_n)
     wanted = -(-PROGRAMS_PER_SM * sms // dims.batch)
     return max(1, min(wanted, max_tiles // MIN_TILES_PER_PROGRAM))

@@ -5,7 +5,9 @@
   block-flat or preshuffled (``shuffle_weight(16, 16)``),
 - a block pool sized from the blocks the batch needs and handed out as a random
   permutation, so no physical block serves two logical blocks; block-table entries no
-  sequence uses hold out-of-range ids, so a kernel that reads one is caught.
+  sequence uses hold out-of-range ids, so a kernel that reads one is caught;
+- optionally, a block table that is a column slice of a wider one (its row stride is not
+  its width), whose columns outside the slice hold out-of-range ids too.
 """
 
 from dataclasses import dataclass
@@ -37,8 +39,14 @@ class OpInputs:
         return {"next_n_lens": self.next_n_lens, "preshuffle": self.preshuffle}
 
     def to(self, device) -> "OpInputs":
+        """The same inputs on ``device``, each tensor with its strides and the memory around
+        it (a column slice stays a slice of its whole table)."""
         def move(t):
-            return None if t is None else t.to(device)
+            if t is None:
+                return None
+            storage = t.untyped_storage()
+            whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.nbytes() // t.element_size(),))
+            return whole.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
 
         return OpInputs(
             move(self.q), move(self.kv_cache), move(self.weights), move(self.context_lens),
@@ -105,13 +113,14 @@ def block_pool(
     generator: torch.Generator,
     min_pool_bytes: int = 0,
     block_bytes: int = 1,
+    first_column: int = 0,
 ) -> tuple[torch.Tensor, int]:
     """A block table whose used entries are a random permutation of distinct physical blocks.
 
     Returns (block_table [B, max_blocks] i32, num_blocks). The pool holds exactly the blocks
     the batch needs, after ``min_pool_bytes`` of blocks no sequence uses: every used block
-    then starts past that offset (a pool over 2 GiB needs 64-bit offsets).
-    Entries no sequence uses hold ids outside the pool.
+    then starts past that offset (a pool over 2 GiB needs 64-bit offsets). Each row's used
+    entries start at ``first_column``; entries no sequence uses hold ids outside the pool.
     """
     needed = [-(-ctx // kv_block) for ctx in context_lens]
     total = sum(needed)
@@ -121,7 +130,7 @@ def block_pool(
     table = torch.randint(num_blocks, 2**31 - 1, (len(context_lens), max_blocks), generator=generator, device=device)
     start = 0
     for b, count in enumerate(needed):
-        table[b, :count] = ids[start:start + count]
+        table[b, first_column:first_column + count] = ids[start:start + count]
         start += count
     return table.to(torch.int32), num_blocks
 
@@ -139,11 +148,16 @@ def make_inputs(
     next_n_lens: list[int] | None,
     seed: int,
     spare_blocks_per_row: int = 2,
+    table_slice_margin: int = 0,
     min_pool_bytes: int = 0,
     device: str | torch.device = "cpu",
 ) -> OpInputs:
     """Random inputs for one call of the op, drawn on ``device``; the same seed and device
-    give the same tensors."""
+    give the same tensors.
+
+    The block table has ``spare_blocks_per_row`` columns past the longest context; with
+    ``table_slice_margin`` it is a column slice of a table that many columns wider on each
+    side."""
     if len(context_lens) != batch or (next_n_lens is not None and len(next_n_lens) != batch):
         raise ValueError("make_inputs: one context length (and next_n length) per sequence")
     generator = torch.Generator(device).manual_seed(seed)
@@ -152,7 +166,9 @@ def make_inputs(
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
-    table, num_blocks = block_pool(context_lens, kv_block, max_blocks, generator, min_pool_bytes, block_bytes)
+    wide_table, num_blocks = block_pool(context_lens, kv_block, max_blocks + 2 * table_slice_margin, generator,
+                                        min_pool_bytes, block_bytes, first_column=table_slice_margin)
+    table = wide_table[:, table_slice_margin:table_slice_margin + max_blocks]
 
     if min_pool_bytes:
         kv_cache = torch.empty(num_blocks, kv_block, 1, head_dim + SCALE_BYTES, dtype=torch.uint8, device=device)

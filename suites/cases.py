@@ -1,73 +1,68 @@
 """Cases are data: a case is a record of axis values, a suite a list of cases drawn from
-the axis tables below.
+the axes.
 
-Compile-time axes select a distinct compiled kernel each; runtime axes vary the call.
-- curated: every compile-time configuration once (on the base call), each runtime axis
-  varied alone off the base case, and the interactions where tile-range arithmetic couples.
-- exhaustive: the full product, for the nightly sweep.
+Each axis is declared once, as a field of ``Case``: its base value, every value a suite
+draws from, whether the kernel is specialized on it, and how a value shows in a case id.
+``AXES`` is that table; a case's id, seed and compile key derive from it. A tuning knob
+left at ``None`` is not passed at all: the launcher chooses it, as for most callers.
+
+- curated: the full cross of the structural compile axes (heads, head_dim, layout,
+  block_n) on the base call, each axis varied alone off the base case, the interactions
+  where tile-range arithmetic couples, the launcher's defaults on every layout, every
+  block-table layout and every >2 GiB pool on each way the kernel gathers keys.
+- exhaustive: the full product, for the nightly sweep (trimmed in ``EXHAUSTIVE_VALUES``).
 """
 
 import itertools
 import zlib
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields, replace
 
-# (kv_block, preshuffle): preshuffle needs blocks of whole 16-token groups
-LAYOUTS = ((1, False), (16, False), (16, True), (64, False), (64, True))
+import torch
 
-COMPILE_AXES = {
-    "heads": (32, 64),
-    "head_dim": (64, 128),
-    "layout": LAYOUTS,
-    "block_n": (16, 64),
-}
-
-RUNTIME_AXES = {
-    "batch": (1, 2, 3),
-    "next_n": (1, 2, 3, 8),
-    "context": ("short", "one-tile", "multi-tile", "ragged", "max-len"),
-    "next_n_lens": ("none", "full", "ragged"),
-    "splits": (1, 2, 3, 0),  # 0: the launcher's own choice
-    "pool": ("compact", "over-2gib"),
-}
-
-# The exhaustive sweep trims the runtime axes whose other values curated already pairs with
-# everything (next_n=2 is the base case, split 2 sits between 1 and 3) and leaves the >2 GiB
-# pool, a few GB of host memory per case, to curated.
-EXHAUSTIVE_RUNTIME_AXES = {
-    **RUNTIME_AXES,
-    "batch": (1, 3),
-    "next_n": (1, 3, 8),
-    "splits": (1, 3, 0),
-    "pool": ("compact",),
-}
+from kernel.tuning import BLOCK_N_CHOICES, Tuning, resolve_tuning
+from kernel.validation import PRESHUFFLE_TILE, Dims
 
 OVER_2GIB = 2**31 + 2**20
 
 
+def _prefixed(prefix: str) -> Callable[[object], str]:
+    return lambda value: f"{prefix}{value}"
+
+
+def _knob(prefix: str, unset: str = "default") -> Callable[[object], str]:
+    return lambda value: f"{prefix}_{unset}" if value is None else f"{prefix}{value}"
+
+
+def _axis(base, values: tuple, *, compiled: bool, spell: Callable[[object], str]):
+    return field(default=base, metadata={"values": values, "compiled": compiled, "spell": spell})
+
+
 @dataclass(frozen=True)
 class Case:
-    # compile-time
-    heads: int = 64
-    head_dim: int = 128
-    kv_block: int = 64
-    preshuffle: bool = False
-    block_n: int = 64
-    # runtime
-    batch: int = 2
-    next_n: int = 2
-    context: str = "multi-tile"
-    next_n_lens: str = "none"
-    splits: int = 2
-    pool: str = "compact"
+    heads: int = _axis(64, (32, 64), compiled=True, spell=_prefixed("h"))
+    head_dim: int = _axis(128, (64, 128), compiled=True, spell=_prefixed("d"))
+    # with preshuffle, the layout: blocks of whole 16-token groups only
+    kv_block: int = _axis(64, (1, 5, 16, 48, 64), compiled=True, spell=_prefixed("kvb"))
+    preshuffle: bool = _axis(False, (False, True), compiled=True, spell={False: "flat", True: "preshuffle"}.get)
+    block_n: int | None = _axis(64, (None, *BLOCK_N_CHOICES), compiled=True, spell=_knob("bn"))
+    num_warps: int | None = _axis(None, (None, 4, 8), compiled=True, spell=_knob("w"))
+    num_stages: int | None = _axis(None, (None, 1, 3), compiled=True, spell=_knob("st"))
+    batch: int = _axis(2, (1, 2, 3), compiled=False, spell=_prefixed("b"))
+    next_n: int = _axis(2, (1, 2, 3, 8), compiled=True, spell=_prefixed("nn"))
+    context: str = _axis("multi-tile", ("short", "one-tile", "multi-tile", "ragged", "max-len", "equals-nn"),
+                         compiled=False, spell=_prefixed("ctx_"))
+    # the kernel is specialized on whether next_n_lens is given, not on its values
+    next_n_lens: str = _axis("none", ("none", "full", "ragged"), compiled=True, spell=_prefixed("nnl_"))
+    splits: int | None = _axis(2, (None, 1, 2, 3), compiled=False, spell=_knob("split", unset="auto"))
+    pool: str = _axis("compact", ("compact", "over-2gib"), compiled=False, spell=_prefixed("pool_"))
+    # spare: two unused columns past the longest context; exact: the longest context fills
+    # the table to its last column; column-slice: a column slice of a wider table
+    table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
 
     @property
     def id(self) -> str:
-        layout = "preshuffle" if self.preshuffle else "flat"
-        splits = "auto" if self.splits == 0 else str(self.splits)
-        return (
-            f"h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-bn{self.block_n}"
-            f"-b{self.batch}-nn{self.next_n}-ctx_{self.context}-nnl_{self.next_n_lens}-split{splits}-pool_{self.pool}"
-        )
+        return "-".join(axis.spell(getattr(self, axis.name)) for axis in AXES)
 
     @property
     def seed(self) -> int:
@@ -75,26 +70,55 @@ class Case:
 
     @property
     def compile_key(self) -> tuple:
-        """What selects a distinct compiled kernel (the runtime ints are not specialized on)."""
-        return (self.heads, self.head_dim, self.kv_block, self.preshuffle, self.block_n, self.next_n,
-                self.next_n_lens != "none")
+        """The value of every compiled axis as the kernel is specialized on it: the knobs
+        left to the launcher resolved, next_n_lens only as given or not."""
+        tuning = self.launcher_tuning()
+        specialized = {
+            "block_n": tuning.block_n,
+            "num_warps": tuning.num_warps,
+            "num_stages": tuning.num_stages,
+            "next_n_lens": self.next_n_lens != "none",
+        }
+        return tuple(specialized.get(axis.name, getattr(self, axis.name)) for axis in AXES if axis.compiled)
+
+    def launcher_tuning(self) -> Tuning:
+        """The launcher's tuning for this call; ValueError for knobs it rejects. The split
+        count is fixed here: the launcher's own depends on the device."""
+        dims = Dims(self.batch, self.next_n, self.heads, self.head_dim, self.kv_block, num_blocks=0, max_blocks=0)
+        return resolve_tuning(dims, torch.device("cpu"), self.preshuffle, 1, self.block_n, self.num_warps,
+                              self.num_stages)
+
+    def is_accepted(self) -> bool:
+        """Whether the op accepts this call (layout and tuning knobs)."""
+        if self.preshuffle and self.kv_block % PRESHUFFLE_TILE:
+            return False
+        try:
+            self.launcher_tuning()
+        except ValueError:
+            return False
+        return True
 
     def context_lens(self) -> list[int]:
         """Token counts per sequence, placed on the tile boundaries this case is about."""
-        tile = self.block_n
+        tile = self.launcher_tuning().block_n
         floor = self.next_n
         lengths = {
-            "short": [max(floor, tile // 2 - 1 + b) for b in range(self.batch)],
-            "one-tile": [max(floor, tile)] * self.batch,
-            "multi-tile": [5 * tile + 3 + b for b in range(self.batch)],
-            "ragged": [max(floor, n) for n in itertools.islice(itertools.cycle((3 * tile + 5, tile - 1, 7 * tile, tile + 1)), self.batch)],
-            "max-len": [4 * tile + 9] * self.batch,
-        }
-        return lengths[self.context]
+            "short": lambda: [max(floor, tile // 2 - 1 + b) for b in range(self.batch)],
+            "one-tile": lambda: [max(floor, tile)] * self.batch,
+            "multi-tile": lambda: [5 * tile + 3 + b for b in range(self.batch)],
+            "ragged": lambda: [max(floor, n) for n in
+                               itertools.islice(itertools.cycle((3 * tile + 5, tile - 1, 7 * tile, tile + 1)), self.batch)],
+            "max-len": lambda: [4 * tile + 9] * self.batch,
+            "equals-nn": lambda: self.live_rows() or [self.next_n] * self.batch,
+        }[self.context]()
+        if self.table == "exact":
+            longest = lengths.index(max(lengths))
+            lengths[longest] = -(-lengths[longest] // self.kv_block) * self.kv_block
+        return lengths
 
     def max_model_len(self) -> int:
         longest = max(self.context_lens())
-        return longest if self.context == "max-len" else longest + self.block_n + 5
+        return longest if self.context == "max-len" else longest + self.launcher_tuning().block_n + 5
 
     def live_rows(self) -> list[int] | None:
         if self.next_n_lens == "none":
@@ -105,23 +129,53 @@ class Case:
         return list(itertools.islice(pattern, self.batch))
 
     def tuning(self) -> dict:
-        return {"block_n": self.block_n, "num_splits": None if self.splits == 0 else self.splits}
+        """The knobs this case passes to the op; those left to the launcher are not passed."""
+        knobs = {"block_n": self.block_n, "num_splits": self.splits, "num_warps": self.num_warps,
+                 "num_stages": self.num_stages}
+        return {name: value for name, value in knobs.items() if value is not None}
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Axis:
+    name: str  # the Case field
+    values: tuple
+    compiled: bool  # the kernel is specialized on it
+    spell: Callable[[object], str]  # how a value shows in a case id
+
+
+AXES = tuple(Axis(f.name, f.metadata["values"], f.metadata["compiled"], f.metadata["spell"]) for f in fields(Case))
+VALUES = {axis.name: axis.values for axis in AXES}
+
 BASE = Case()
+# The ways the kernel gathers a tile's keys: one block-table entry for a tile that lies
+# inside one block, or one entry per token; each block-flat and preshuffled. Layouts as
+# (kv_block, preshuffle, block_n), block sizes that are not powers of two among them.
+GATHER_PATHS = {
+    "tile in one block, flat": ((64, False, 64), (48, False, 16)),
+    "per token, flat": ((16, False, 64), (1, False, 64), (5, False, 16), (48, False, 64)),
+    "tile in one block, preshuffle": ((64, True, 64), (48, True, 16)),
+    "per token, preshuffle": ((16, True, 64), (48, True, 64)),
+}
 
-
-def _compile_configs() -> list[dict]:
-    names = list(COMPILE_AXES)
-    configs = []
-    for values in itertools.product(*COMPILE_AXES.values()):
-        axes = dict(zip(names, values))
-        kv_block, preshuffle = axes.pop("layout")
-        configs.append({**axes, "kv_block": kv_block, "preshuffle": preshuffle})
-    return configs
+# The exhaustive sweep is every axis's values crossed, trimmed where curated already pairs
+# a value with everything (next_n=2 is the base case, split 2 sits between 1 and 3,
+# block_n left to the launcher is the kernel of block_n 64). The knobs that only tune
+# (warps, stages), the block-table layouts and the >2 GiB pool (a few GB of host memory per
+# case) stay in curated: crossed with the rest they would multiply the sweep by 25.
+EXHAUSTIVE_VALUES = {
+    **VALUES,
+    "block_n": BLOCK_N_CHOICES,
+    "num_warps": (None,),
+    "num_stages": (None,),
+    "batch": (1, 3),
+    "next_n": (1, 3, 8),
+    "splits": (None, 1, 3),
+    "pool": ("compact",),
+    "table": ("spare",),
+}
 
 
 def _cross(base: Case, **axes) -> list[Case]:
@@ -129,29 +183,48 @@ def _cross(base: Case, **axes) -> list[Case]:
     return [replace(base, **dict(zip(names, values))) for values in itertools.product(*axes.values())]
 
 
+def _layouts() -> list[dict]:
+    return [dict(kv_block=kv_block, preshuffle=preshuffle)
+            for kv_block, preshuffle in itertools.product(VALUES["kv_block"], VALUES["preshuffle"])
+            if replace(BASE, kv_block=kv_block, preshuffle=preshuffle).is_accepted()]
+
+
+def _on_gather_path(base: Case, layout: tuple) -> Case:
+    kv_block, preshuffle, block_n = layout
+    return replace(base, kv_block=kv_block, preshuffle=preshuffle, block_n=block_n)
+
+
 def _unique(cases) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
 def curated() -> list[Case]:
-    cases = [replace(BASE, **config) for config in _compile_configs()]
-    for axis, values in RUNTIME_AXES.items():
-        cases += [replace(BASE, **{axis: value}) for value in values]
     small = replace(BASE, heads=32, head_dim=64)
-    cases += _cross(BASE, splits=(1, 3, 0), context=("short", "one-tile", "ragged", "max-len"))
-    cases += _cross(small, splits=(1, 3), kv_block=(16, 64), preshuffle=(True,), context=("multi-tile", "ragged"))
-    cases += _cross(small, block_n=(16, 64), kv_block=(1, 16, 64), context=("ragged",), splits=(3,))
+    default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
+    cases = [replace(BASE, heads=heads, head_dim=head_dim, block_n=block_n, **layout)
+             for heads, head_dim, layout, block_n in
+             itertools.product(VALUES["heads"], VALUES["head_dim"], _layouts(), BLOCK_N_CHOICES)]
+    for axis in AXES:
+        cases += [replace(BASE, **{axis.name: value}) for value in axis.values]
+    cases += [replace(default_tuned, **layout) for layout in _layouts()]
+    cases += [replace(default_tuned, next_n=3)]  # the launcher's 8 warps and 5 stages
+    cases += _cross(small, num_warps=(4, 8), num_stages=(1, 3))
+    cases += [replace(small, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
+    cases += _cross(small, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
+    cases += _cross(small, splits=(1, 3), kv_block=(16, 48, 64), preshuffle=(True,), context=("multi-tile", "ragged"))
+    cases += _cross(small, block_n=BLOCK_N_CHOICES, kv_block=(1, 5, 16, 48, 64), context=("ragged",), splits=(3,))
     cases += _cross(small, next_n_lens=("ragged",), next_n=(3, 8), splits=(1, 3), batch=(3,))
+    cases += [replace(small, context="equals-nn", next_n_lens="ragged", next_n=3, batch=3)]
+    cases += [_on_gather_path(replace(small, table=table), layout)
+              for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
+    cases += [_on_gather_path(replace(small, pool="over-2gib"), layouts[0]) for layouts in GATHER_PATHS.values()]
     return _unique(cases)
 
 
 def exhaustive() -> list[Case]:
-    cases = []
-    for config in _compile_configs():
-        base = replace(BASE, **config)
-        cases += _cross(base, **EXHAUSTIVE_RUNTIME_AXES)
+    cases = (Case(**dict(zip(EXHAUSTIVE_VALUES, values))) for values in itertools.product(*EXHAUSTIVE_VALUES.values()))
     # with one row per sequence, "full" and "ragged" next_n_lens are the same call
-    return _unique(c for c in cases if not (c.next_n == 1 and c.next_n_lens == "ragged"))
+    return [c for c in cases if c.is_accepted() and not (c.next_n == 1 and c.next_n_lens == "ragged")]
 
 
 def smoke() -> list[Case]:

@@ -1,9 +1,11 @@
-"""Running one case: build its inputs, call the op twice, hold the result to the oracle.
+"""Running one case: build its inputs, call the op as the case says, hold the result to the
+oracle.
 
 Checks, in order: the -inf mask exactly and every finite cell (``compare_logits``); nothing
 written past ``max_model_len`` into a caller's strided ``out``; the two runs (a fresh output
-and a caller's NaN-poisoned one) bitwise identical. On the CPU interpreter every load and
-store is also bounds checked.
+and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
+knobs, the result bitwise identical to a third run that passes none (the knobs never change
+the result). On the CPU interpreter every load and store is also bounds checked.
 """
 
 import contextlib
@@ -15,6 +17,9 @@ from oracle.memory_guard import interpreter_bounds_checked
 from suites.cases import OVER_2GIB, Case
 
 GUARD_COLUMNS = 7
+# columns of out-of-range block ids on each side of a "column-slice" block table
+TABLE_SLICE_MARGIN = 3
+SPARE_BLOCKS_PER_ROW = 2
 
 
 def build_inputs(case: Case) -> OpInputs:
@@ -29,6 +34,8 @@ def build_inputs(case: Case) -> OpInputs:
         max_model_len=case.max_model_len(),
         next_n_lens=case.live_rows(),
         seed=case.seed,
+        spare_blocks_per_row=0 if case.table == "exact" else SPARE_BLOCKS_PER_ROW,
+        table_slice_margin=TABLE_SLICE_MARGIN if case.table == "column-slice" else 0,
         min_pool_bytes=OVER_2GIB if case.pool == "over-2gib" else 0,
     )
 
@@ -46,6 +53,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     with interpreter_bounds_checked() if interpreted else contextlib.nullcontext():
         fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
+        default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
 
     compare_logits(fresh, expected, magnitude)
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
@@ -53,10 +61,15 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     if not torch.isnan(guard).all():
         row = int((~torch.isnan(guard)).any(dim=1).nonzero()[0])
         raise AssertionError(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
-    if not torch.equal(fresh.view(torch.int32), caller_out.contiguous().view(torch.int32)):
-        differ = fresh.view(torch.int32) != caller_out.contiguous().view(torch.int32)
-        row, col = differ.nonzero()[0].tolist()
+    assert_bitwise_equal(fresh, caller_out, "two runs")
+    assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
+
+
+def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -> None:
+    first_bits, second_bits = first.contiguous().view(torch.int32), second.contiguous().view(torch.int32)
+    if not torch.equal(first_bits, second_bits):
+        row, col = (first_bits != second_bits).nonzero()[0].tolist()
         raise AssertionError(
-            f"two runs differ bitwise at row {row}, column {col}:"
-            f" {fresh[row, col].item()!r} vs {caller_out[row, col].item()!r}"
+            f"{what} differ bitwise at row {row}, column {col}:"
+            f" {first[row, col].item()!r} vs {second[row, col].item()!r}"
         )

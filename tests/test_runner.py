@@ -324,5 +324,5 @@ def test_sigkill_mid_run_resumes_and_leaves_the_tree_untouched(tmp_path):
 
 
 def test_case_records_survive_the_worker_protocol():
-    case = replace(smoke()[0], splits=0)
+    case = replace(smoke()[0], splits=None)
     assert type(case)(**case.as_dict()) == case

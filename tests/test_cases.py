@@ -1,0 +1,162 @@
+"""The case records and suites: ids, the worker protocol, compile keys against the real
+launches, what curated must cover, the block-table layouts and the tuning comparison."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import kernel
+from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
+from mutants.worker import FAIL, classify_exception
+from suites.cases import AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, suite
+from suites.check import build_inputs, check_case
+
+CURATED = curated()
+
+
+def plan(case: Case, **overrides) -> kernel.Launch:
+    inputs = build_inputs(replace(case, pool="compact"))
+    return kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), **{**case.tuning(), **overrides})
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_every_suite_has_unique_ids_of_calls_the_op_accepts(name):
+    cases = suite(name)
+    assert len({c.id for c in cases}) == len(cases)
+    assert all(c.is_accepted() for c in cases)
+
+
+def test_smoke_is_three_cases():
+    assert len(suite("smoke")) == 3
+
+
+def test_calls_the_op_rejects_are_not_accepted():
+    assert not replace(BASE, kv_block=48 + 8, preshuffle=True).is_accepted()  # not whole 16-token groups
+    assert not replace(BASE, next_n=1, num_warps=8).is_accepted()  # a warp would split a next_n slot's heads
+    assert replace(BASE, next_n=1, num_warps=8, block_n=128).is_accepted()
+
+
+def test_an_id_spells_every_axis_in_order():
+    assert BASE.id == "h64-d128-kvb64-flat-bn64-w_default-st_default-b2-nn2-ctx_multi-tile-nnl_none-split2-pool_compact-table_spare"
+    tuned = replace(BASE, splits=None, num_warps=8).id
+    assert "-w8-" in tuned and "-split_auto-" in tuned
+
+
+@pytest.mark.parametrize("name", ["curated", "smoke"])
+def test_case_records_round_trip_through_dicts(name):
+    for case in suite(name):
+        assert Case(**case.as_dict()) == case
+
+
+def test_compile_keys_match_the_launches():
+    """Two curated cases share a compile key iff their launches share constexprs and options."""
+    launch_of_key = {}
+    key_of_launch = {}
+    for case in CURATED:
+        launch = plan(case)
+        spelled = (tuple(sorted(launch.constexprs.items())), tuple(sorted(launch.options.items())))
+        assert launch_of_key.setdefault(case.compile_key, spelled) == spelled, case.id
+        assert key_of_launch.setdefault(spelled, case.compile_key) == case.compile_key, case.id
+    assert len(launch_of_key) > 100
+
+
+def test_curated_takes_every_value_of_every_axis():
+    for axis in AXES:
+        assert {getattr(c, axis.name) for c in CURATED} == set(axis.values), axis.name
+
+
+def test_curated_reaches_every_default_the_launcher_picks():
+    left_to_launcher = [c.launcher_tuning() for c in CURATED if c.num_warps is None and c.num_stages is None]
+    assert {t.num_warps for t in left_to_launcher} == {4, 8}
+    assert {t.num_stages for t in left_to_launcher} == {5, 6, 7}
+
+
+def test_curated_calls_every_layout_with_no_tuning_knob():
+    untuned = {(c.kv_block, c.preshuffle) for c in CURATED if not c.tuning()}
+    layouts = {(c.kv_block, c.preshuffle) for c in CURATED}
+    assert untuned == layouts and len(layouts) == 8
+
+
+def test_curated_runs_each_gather_path_with_each_table_and_a_pool_over_2gib():
+    for path, layouts in GATHER_PATHS.items():
+        tile_in_one_block = {kv_block % block_n == 0 for kv_block, _, block_n in layouts}
+        assert tile_in_one_block == {path.startswith("tile in one block")}, path
+        on_path = [c for c in CURATED if (c.kv_block, c.preshuffle, c.block_n) in layouts]
+        assert {c.table for c in on_path} == set(VALUES["table"]), path
+        assert "over-2gib" in {c.pool for c in on_path}, path
+
+
+def test_curated_has_a_context_of_only_its_live_rows():
+    boundary = [c for c in CURATED if c.context_lens() == (c.live_rows() or [c.next_n] * c.batch)]
+    assert {c.next_n_lens for c in boundary} >= {"none", "ragged"}
+
+
+def test_the_launcher_splits_on_its_own_on_the_cpu():
+    auto = [c for c in CURATED if c.splits is None]
+    assert max(plan(c).grid[1] for c in auto) > 1
+
+
+def test_an_exact_table_ends_with_the_longest_context():
+    for case in [c for c in CURATED if c.table == "exact"]:
+        inputs = build_inputs(replace(case, pool="compact"))
+        assert inputs.block_table.shape[1] * case.kv_block == max(case.context_lens()), case.id
+
+
+def test_a_column_slice_keeps_its_stride_and_out_of_range_neighbours():
+    case = replace(BASE, table="column-slice")
+    inputs = build_inputs(case)
+    table = inputs.block_table
+    assert table.stride(0) != table.shape[1]
+    wide = table.as_strided((table.shape[0], table.stride(0)), (table.stride(0), 1), 0)
+    outside = torch.cat([wide[:, :table.storage_offset()], wide[:, table.storage_offset() + table.shape[1]:]], dim=1)
+    assert (outside >= inputs.kv_cache.shape[0]).all()
+    moved = inputs.to("meta").block_table
+    assert (moved.shape, moved.stride(), moved.storage_offset()) == (table.shape, table.stride(), table.storage_offset())
+
+
+def op_reading_the_table_by_its_width(*args, **kwargs):
+    """A launcher bug: the block table's row stride taken from its shape."""
+    launch = kernel.plan_launch(*args, **kwargs)
+    runtime = list(launch.args)
+    runtime[_paged_mqa_logits_kernel.arg_names.index("stride_table")] = args[4].shape[1]
+    return replace(launch, args=tuple(runtime)).run()
+
+
+def test_a_column_slice_catches_a_launcher_that_ignores_the_table_stride():
+    small = replace(BASE, heads=32, head_dim=64)
+    check_case(small, op_reading_the_table_by_its_width)  # a table of its own width hides the bug
+    with pytest.raises(Exception) as failure:
+        check_case(replace(small, table="column-slice"), op_reading_the_table_by_its_width)
+    assert classify_exception(failure.value) == FAIL  # a wrong cell or an out-of-bounds read: a kill
+
+
+def op_nudged_by_block_n(*args, **kwargs):
+    """One cell one ulp off whenever block_n is passed: inside every tolerance, not bitwise."""
+    out = kernel.fp8_paged_mqa_logits(*args, **kwargs)
+    if "block_n" in kwargs:
+        cell = out[0, 0:1]
+        cell.copy_(torch.nextafter(cell, torch.full_like(cell, float("inf"))))
+    return out
+
+
+def test_a_knob_that_changes_the_bits_fails_the_case():
+    small = replace(BASE, heads=32, head_dim=64)
+    check_case(replace(small, block_n=None), op_nudged_by_block_n)
+    with pytest.raises(AssertionError, match="no tuning knob differ bitwise"):
+        check_case(small, op_nudged_by_block_n)
+
+
+def test_a_case_with_no_knob_calls_the_op_twice():
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return kernel.fp8_paged_mqa_logits(*args, **kwargs)
+
+    untuned = replace(BASE, heads=32, head_dim=64, block_n=None, splits=None)
+    check_case(untuned, counted)
+    assert len(calls) == 2 and not any(set(kw) & {"block_n", "num_splits", "num_warps", "num_stages"} for kw in calls)
+    calls.clear()
+    check_case(replace(untuned, num_stages=3), counted)
+    assert [kw.get("num_stages") for kw in calls] == [3, 3, None]
