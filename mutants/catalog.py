@@ -4,7 +4,8 @@ A bug is found by what the code says, not by a line number, so it survives edits
 Each bug names its file and side (device: the kernel body, the default; host: the launcher,
 tuning or validation code the target declares), and its matcher must find exactly one site in
 that code; anything else is an error when the catalog loads, never a silently skipped bug.
-``exposed_by`` names what a suite needs to contain for the bug to show.
+``exposed_by`` says what a suite needs to contain for the bug to show, in words and as a
+test of a case, so a suite that lacks such a case is found before any mutant runs.
 """
 
 from collections.abc import Callable
@@ -15,9 +16,13 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from kernel.tuning import MIN_TILES_PER_PROGRAM
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
 from mutants.operators import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
+from suites.cases import Case
+from suites.check import SPARE_BLOCKS_PER_ROW
+from suites.rejections import RejectionCase
 
 LAUNCHER = TRITON_TARGET.device_file
 TUNING = "kernel/tuning.py"
@@ -29,10 +34,22 @@ class CatalogError(ValueError):
 
 
 @dataclass(frozen=True)
+class Exposure:
+    """What a suite must hold for a bug to show: said in words, and as a test of one case
+    (a logits ``Case`` or an input edit ``RejectionCase``)."""
+
+    text: str
+    holds: Callable[[object], bool]
+
+    def cases(self, cases: list) -> list:
+        return [case for case in cases if self.holds(case)]
+
+
+@dataclass(frozen=True)
 class Bug:
     name: str
     description: str
-    exposed_by: str
+    exposed_by: Exposure
     site: m.BaseMatcherNode
     mutate: Callable[[cst.CSTNode], cst.CSTNode]
     path: str = TRITON_TARGET.device_file
@@ -86,18 +103,57 @@ def _replace_with(code: str):
     return lambda node: _expr(code)
 
 
+# -- what exposes a bug: tests of one case -------------------------------------------------
+
+
+def _logits(test: Callable[[Case], bool]) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, Case) and test(case)
+
+
+def _edit(*names: str) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, RejectionCase) and case.edit in names
+
+
+def _tile(case: Case) -> int:
+    return case.launcher_tuning().block_n
+
+
+def _tiles(case: Case) -> list[int]:
+    """Tiles of context per sequence."""
+    return [-(-ctx // _tile(case)) for ctx in case.context_lens()]
+
+
+def _table_tiles(case: Case) -> int:
+    """Tiles the block table spans, as the launcher's default split sees it."""
+    spare = 0 if case.table == "exact" else SPARE_BLOCKS_PER_ROW
+    blocks = -(-max(case.context_lens()) // case.kv_block) + spare
+    return -(-blocks * case.kv_block // _tile(case))
+
+
+def _ends_mid_tile(case: Case) -> bool:
+    return any(ctx % _tile(case) for ctx in case.context_lens())
+
+
+def _uneven_split(case: Case) -> bool:
+    return bool(case.splits) and case.splits > 1 and any(t % case.splits for t in _tiles(case))
+
+
+def _tiles_per_program(case: Case) -> int:
+    return max(-(-t // (case.splits or 1)) for t in _tiles(case))
+
+
 CATALOG: tuple[Bug, ...] = (
     Bug(
         name="swapped-layout-strides",
         description="preshuffled keys addressed with block-flat strides",
-        exposed_by="layout: preshuffle",
+        exposed_by=Exposure("layout: preshuffle", _logits(lambda c: c.preshuffle)),
         site=m.Assign(targets=[m.AssignTarget(m.Name("key_offs"))], value=_names("slot", "chunk_d")),
         mutate=lambda node: node.with_changes(value=_expr("(slot * HEAD_DIM)[None, :, None] + chunk_d")),
     ),
     Bug(
         name="causal-off-by-one",
         description="the causal mask hides the last visible position (< instead of <=)",
-        exposed_by="any context",
+        exposed_by=Exposure("any context", _logits(lambda c: True)),
         site=m.Comparison(
             left=_names("offs_p"),
             comparisons=[m.ComparisonTarget(operator=m.LessThanEqual(), comparator=_names("causal_bound"))],
@@ -107,14 +163,17 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="dropped-tail-clamp",
         description="positions past the context index block-table entries the sequence does not own",
-        exposed_by="kv_block < block_n with a context ending mid-tile",
+        exposed_by=Exposure("kv_block < block_n with a context ending mid-tile",
+                            _logits(lambda c: c.kv_block < _tile(c) and _ends_mid_tile(c))),
         site=_call("minimum") & m.Call(args=[m.Arg(m.Name("offs_p")), m.Arg(_names("context_len"))]),
         mutate=_keep_arg(0),
     ),
     Bug(
         name="wrong-block-table-index",
         description="the block-table column is the tile index, not the block the tile lies in",
-        exposed_by="block_n < kv_block (several tiles per block)",
+        exposed_by=Exposure("block_n < kv_block (several tiles per block)",
+                            _logits(lambda c: c.kv_block % _tile(c) == 0 and max(_tiles(c)) * _tile(c) > c.kv_block
+                                    and c.kv_block > _tile(c))),
         site=m.BinaryOperation(operator=m.FloorDivide(), left=m.BinaryOperation(
             left=m.Name("tile"), operator=m.Multiply(), right=m.Name("BLOCK_N")), right=m.Name("KV_BLOCK")),
         mutate=_replace_with("tile"),
@@ -122,14 +181,14 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="dropped-kv-scale",
         description="the per-token key scale is never applied",
-        exposed_by="any context (scales differ per token)",
+        exposed_by=Exposure("any context (scales differ per token)", _logits(lambda c: True)),
         site=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply(), right=_names("scales")),
         mutate=lambda node: node.left,
     ),
     Bug(
         name="wrong-head-weight",
         description="every next_n slot reads the head weights of slot 0",
-        exposed_by="next_n >= 2",
+        exposed_by=Exposure("next_n >= 2", _logits(lambda c: c.next_n >= 2)),
         site=m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("load")),
                     args=[m.Arg(m.BinaryOperation(left=m.Name("weights_ptr"))), m.ZeroOrMore()]),
         mutate=lambda node: node.with_changes(
@@ -139,14 +198,14 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="floor-split",
         description="tiles per split rounded down: the last tiles of a sequence are never computed",
-        exposed_by="splits not dividing the tile count (split x context)",
+        exposed_by=Exposure("splits not dividing the tile count (split x context)", _logits(_uneven_split)),
         site=_call("cdiv") & m.Call(args=[m.Arg(m.Name("context_tiles")), m.Arg(m.Name("num_splits"))]),
         mutate=_replace_with("context_tiles // num_splits"),
     ),
     Bug(
         name="batch-blind-output-row",
         description="every sequence writes the output rows of sequence 0",
-        exposed_by="batch >= 2",
+        exposed_by=Exposure("batch >= 2", _logits(lambda c: c.batch >= 2)),
         site=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("pid_b"), operator=m.Multiply(),
                                                       right=m.Name("NEXT_N")),
                                operator=m.Add(), right=m.Name("offs_m")),
@@ -155,7 +214,7 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="next-n-blind-causal-bound",
         description="every query row sees the whole context, as if next_n were 1",
-        exposed_by="next_n >= 2",
+        exposed_by=Exposure("next_n >= 2", _logits(lambda c: c.next_n >= 2)),
         site=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("context_len"), operator=m.Subtract(),
                                                       right=m.Name("live_rows")),
                                operator=m.Add(), right=m.Name("offs_m")),
@@ -164,7 +223,7 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="ragged-row-bound-off-by-one",
         description="the first dead row of a ragged next_n sequence is treated as live",
-        exposed_by="ragged next_n_lens",
+        exposed_by=Exposure("ragged next_n_lens", _logits(lambda c: c.next_n_lens == "ragged" and c.next_n >= 2)),
         site=m.Comparison(left=m.Name("offs_m"),
                           comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name("live_rows"))]),
         mutate=_with_operator(cst.LessThanEqual()),
@@ -172,14 +231,16 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="program-offset-in-tiles",
         description="program s starts at tile s instead of s * tiles_per_split",
-        exposed_by="several tiles per program (multi-tile context x splits)",
+        exposed_by=Exposure("several tiles per program (multi-tile context x splits)",
+                            _logits(lambda c: bool(c.splits) and c.splits > 1 and _tiles_per_program(c) >= 2)),
         site=m.BinaryOperation(left=m.Name("pid_s"), operator=m.Multiply(), right=m.Name("tiles_per_split")),
         mutate=lambda node: node.left,
     ),
     Bug(
         name="wrong-preshuffle-group-stride",
         description="16-token groups of a preshuffled block placed 256 bytes apart instead of 16*D",
-        exposed_by="preshuffle with kv_block >= 32 (several token groups per block)",
+        exposed_by=Exposure("preshuffle with kv_block >= 32 (several token groups per block)",
+                            _logits(lambda c: c.preshuffle and c.kv_block >= 32)),
         site=m.BinaryOperation(left=m.BinaryOperation(left=_names("slot"), operator=m.Multiply(), right=m.Integer("16")),
                                operator=m.Multiply(), right=m.Name("HEAD_DIM")),
         mutate=lambda node: node.with_changes(right=cst.Integer("16")),
@@ -187,14 +248,16 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="int32-token-gather-offset",
         description="the per-token gather computes block offsets in 32 bits: a pool over 2 GiB wraps",
-        exposed_by="a pool over 2 GiB with a per-token gather (kv_block not a multiple of block_n)",
+        exposed_by=Exposure("a pool over 2 GiB with a per-token gather (kv_block not a multiple of block_n)",
+                            _logits(lambda c: c.pool == "over-2gib" and c.kv_block % _tile(c) != 0)),
         site=m.Assign(targets=[m.AssignTarget(m.Name("token_block_ptrs"))]),
         mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
     ),
     Bug(
         name="table-stride-from-shape",
         description="the launcher passes the block table's width as its row stride",
-        exposed_by="a column slice of a wider block table (row stride != width)",
+        exposed_by=Exposure("a column slice of a wider block table (row stride != width)",
+                            _logits(lambda c: c.table == "column-slice")),
         site=_method("block_table", "stride"),
         mutate=_replace_with("block_table.shape[1]"),
         path=LAUNCHER,
@@ -203,7 +266,8 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="default-splits-unguarded",
         description="the default split count drops its floor of one: short contexts launch no program",
-        exposed_by="default splits on a context shorter than MIN_TILES_PER_PROGRAM tiles",
+        exposed_by=Exposure("default splits where the table spans fewer than MIN_TILES_PER_PROGRAM tiles",
+                            _logits(lambda c: c.splits is None and _table_tiles(c) < MIN_TILES_PER_PROGRAM)),
         site=m.Call(func=m.Name("max"), args=[m.Arg(m.Integer("1")), m.Arg(_names("wanted"))]),
         mutate=_keep_arg(1),
         path=TUNING,
@@ -213,7 +277,9 @@ CATALOG: tuple[Bug, ...] = (
         name="last-used-block-unchecked",
         description="validation counts the blocks a sequence uses rounding down: its last, partly used block"
                     " may hold any id",
-        exposed_by="a bad block id in the last, partly used column of a sequence (a rejection case)",
+        exposed_by=Exposure("a bad block id in the last, partly used column of a sequence (an input edit)",
+                            _edit("block_table-num-blocks-in-last-used-column",
+                                  "block_table-negative-in-last-used-column")),
         site=m.BinaryOperation(operator=m.FloorDivide(), left=_names("lens", "kv_block")),
         mutate=lambda node: node.with_changes(left=_expr("lens[:, None]")),
         path=VALIDATION,
@@ -222,7 +288,8 @@ CATALOG: tuple[Bug, ...] = (
     Bug(
         name="context-bound-off-by-one",
         description="validation accepts a context one token longer than max_model_len",
-        exposed_by="context_lens = max_model_len + 1 (a rejection case)",
+        exposed_by=Exposure("context_lens = max_model_len + 1 (an input edit)",
+                            _edit("context_lens-past-max-model-len")),
         site=m.Comparison(left=m.Name("lens"), comparisons=[
             m.ComparisonTarget(operator=m.GreaterThan(), comparator=m.Name("max_model_len"))]),
         mutate=_replace_with("(lens > max_model_len + 1)"),
@@ -287,7 +354,7 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
             before=module.code_for_node(site),
             after=module.code_for_node(replacement),
             description=bug.description,
-            exposed_by=bug.exposed_by,
+            exposed_by=bug.exposed_by.text,
             source=mutated.code,
             side=bug.side,
         ))

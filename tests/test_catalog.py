@@ -8,6 +8,7 @@ import pytest
 from mutants.catalog import CATALOG, CatalogError, catalog_mutants
 from mutants.mutant import PROJECT_ROOT, read_source
 from mutants.target import TRITON_TARGET
+from suites.runnable import suite_cases
 
 KERNEL = TRITON_TARGET.device_file
 
@@ -50,3 +51,18 @@ def test_sites_outside_kernels_do_not_count(tmp_path):
     source = read_source(KERNEL) + "\n\ndef helper(logits, scales):\n    return logits * scales\n"
     mutants = catalog_mutants(_project_with_kernel(tmp_path, source))
     assert len(mutants) == len(CATALOG)
+
+
+@pytest.mark.parametrize("suite_name", ["curated", "exhaustive"])
+def test_every_suite_holds_a_case_that_exposes_each_bug(suite_name):
+    cases = suite_cases(suite_name)
+    missing = [bug.name for bug in CATALOG if not bug.exposed_by.cases(cases)]
+    assert not missing, f"suite {suite_name} has no case exposing {missing}"
+
+
+def test_a_suite_without_the_exposing_case_is_found():
+    """The smoke suite has no preshuffled block of several 16-token groups, nor input edits."""
+    cases = suite_cases("smoke")
+    missing = {bug.name for bug in CATALOG if not bug.exposed_by.cases(cases)}
+    assert {"wrong-preshuffle-group-stride", "table-stride-from-shape", "context-bound-off-by-one"} <= missing
+    assert "causal-off-by-one" not in missing
