@@ -56,7 +56,7 @@ def _paged_mqa_logits_kernel(
     tl.static_assert(NEXT_N_PAD >= NEXT_N)
     tl.static_assert(NEXT_N_PAD * HEADS >= 16)
     tl.static_assert(BLOCK_N >= 16)
-    tl.static_assert(HEAD_DIM % 16 == 0)
+    tl.static_assert(HEAD_DIM % 32 == 0)
     tl.static_assert(not PRESHUFFLE or KV_BLOCK % 16 == 0)
     ROWS: tl.constexpr = NEXT_N_PAD * HEADS
     BLOCK_BYTES: tl.constexpr = KV_BLOCK * (HEAD_DIM + 4)

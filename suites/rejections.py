@@ -185,8 +185,8 @@ def _next_n_lens_entry(value: Callable[[OpInputs], int]) -> Callable[[OpInputs],
     return change
 
 
-def _head_dim_minus_8(inputs: OpInputs) -> Call:
-    head_dim = inputs.q.shape[3] - 8
+def _head_dim_minus_16(inputs: OpInputs) -> Call:
+    head_dim = inputs.q.shape[3] - 16
     return Call(replace(inputs, q=inputs.q[..., :head_dim].contiguous(),
                         kv_cache=inputs.kv_cache[..., :head_dim + 4].contiguous()))
 
@@ -286,7 +286,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("unchanged", "", None, lambda inputs: Call(inputs), bases=("small", "small-preshuffle", "smallest")),
     *_per_tensor_edits(),
     # shapes: every checked dimension
-    InputEdit("q-head-dim-not-multiple-of-16", "q", ValueError, _head_dim_minus_8),
+    InputEdit("q-head-dim-not-multiple-of-32", "q", ValueError, _head_dim_minus_16),
     InputEdit("q-no-sequences", "q", ValueError, _empty_q(0)),
     InputEdit("q-no-next-n-rows", "q", ValueError, _empty_q(1)),
     InputEdit("q-no-heads", "q", ValueError, _empty_q(2)),
@@ -404,7 +404,7 @@ BASES = {
     "small-kvb3": {**SMALL, "kv_block": 3},
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
     # every size at the least the contract allows: one sequence of one token, one block
-    "smallest": dict(batch=1, next_n=1, heads=16, head_dim=16, kv_block=1, preshuffle=False, context_lens=[1],
+    "smallest": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=1, preshuffle=False, context_lens=[1],
                      max_model_len=1, next_n_lens=[1], spare_blocks_per_row=0),
 }
 
