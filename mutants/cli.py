@@ -113,6 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     outputs(run)
     run.add_argument("--jobs", dest="jobs", type=_positive, default=None,
                      help="workers side by side (default: one per core on cpu, one per GPU on cuda)")
+    run.add_argument("--sanitize", dest="sanitize", action="store_true",
+                     help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
+                          " allocation): an out-of-bounds access kills the mutant")
     run.add_argument("--no-classify", dest="classify", action="store_false",
                      help="skip classifying mutants by their compiled code before running them")
 
@@ -196,6 +199,7 @@ def cmd_run(args) -> int:
 
     _check_outputs(args)
     device = _device(args.device)
+    sanitizer = _sanitizer(device) if args.sanitize else None
     cases = _cases(args.suite)
     mutants = _mutants(args.mutant_set, args.only)
     store, scope = _open(args, device, create=True)
@@ -214,6 +218,8 @@ def cmd_run(args) -> int:
             return EXIT_BASELINE
         classified = runner.classify(mutants, jobs=jobs, progress=progress) if args.classify else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
+        if sanitizer:
+            runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
     finally:
         runner.close()
     store.finish_run(run_id, time.monotonic() - started, executed, classified)
@@ -347,6 +353,17 @@ def _device(requested: str | None) -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device is visible")
     return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _sanitizer(device: str) -> str:
+    from mutants.sanitize import SanitizerMissing, find_sanitizer
+
+    if device != "cuda":
+        raise UsageError("--sanitize checks CUDA runs; on the CPU the interpreter bounds-checks every access already")
+    try:
+        return find_sanitizer()
+    except SanitizerMissing as error:
+        raise CannotRun(str(error)) from None
 
 
 def _default_jobs(device: str) -> int:

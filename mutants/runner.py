@@ -22,7 +22,7 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
@@ -293,6 +293,37 @@ class Runner:
                                                    outcome=outcome, detail=detail))
                 decided += 1
         return decided
+
+    # -- the CUDA memory checker --
+
+    def sanitize(self, mutants: list[Mutant], *, sanitizer: str, progress=None) -> int:
+        """Re-run every survivor that ran its cases under compute-sanitizer memcheck; an
+        invalid access kills it, with the case and the first finding. Returns the kills."""
+        from mutants.sanitize import CHECKED, memcheck
+
+        results = self.store.results(self.scope, {m.key: m.id for m in mutants})
+        survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
+                     and not r.detail.startswith((UNREACHED_DETAIL, CHECKED))]
+        timeout = max(600.0, 20 * sum(self.case_seconds.values()))
+        kills = 0
+        for done, mutant in enumerate(survivors):
+            if progress:
+                progress("memcheck", done, len(survivors))
+            overlay = self.overlay(mutant.key, mutant.path, mutant.source)
+            try:
+                finding = memcheck(overlay, self.cases, sanitizer=sanitizer, timeout=timeout, root=self.root)
+            finally:
+                shutil.rmtree(overlay, ignore_errors=True)
+            previous = results[mutant.key]
+            if finding is None:
+                self.store.save(self.scope, replace(previous, detail=f"{CHECKED}: no invalid access"))
+                continue
+            kills += 1
+            self.store.save(self.scope, replace(previous, outcome=KILLED, killed_by=[finding.case_id],
+                                                detail=f"{finding.case_id}: memcheck: {finding.text}"))
+        if progress and survivors:
+            progress("memcheck", len(survivors), len(survivors))
+        return kills
 
     # -- mutants --
 

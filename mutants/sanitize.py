@@ -31,6 +31,8 @@ SANITIZER_NAMES = ("compute-sanitizer",)
 SANITIZER_PLACES = ("/usr/local/cuda/bin", "/opt/cuda/bin")
 FINDING_PREFIX = "========= Invalid"
 FINDING_LINES = 3
+# how a survivor's detail starts once memcheck found nothing, so a later run skips it
+CHECKED = "memcheck"
 
 
 class SanitizerMissing(RuntimeError):

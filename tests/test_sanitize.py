@@ -47,3 +47,44 @@ def test_memcheck_reads_a_finding_from_the_sanitizer_process(tmp_path):
     assert finding is not None and finding.case_id == "second-case"
     fake.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 0 errors'\nexit 0\n")
     assert memcheck(str(tmp_path), smoke()[:1], sanitizer=str(fake), timeout=30, root=tmp_path) is None
+
+
+def test_a_survivor_with_an_invalid_access_is_killed_and_a_clean_one_is_not_checked_again(tmp_path):
+    from mutants.mutant import Mutant, read_source
+    from mutants.runner import Runner
+    from mutants.store import Result, Scope, Store
+    from mutants.target import TRITON_TARGET
+
+    cases = smoke()
+    store = Store(tmp_path / "results.sqlite")
+    scope = Scope("smoke", "digest", "first-kill", "cuda")
+    source = read_source(TRITON_TARGET.device_file) + "\n# reads past q\n"
+    mutant = Mutant("reads-past-q", "test", TRITON_TARGET.device_file, 1, 0, "", "", "reads past q", "", source)
+    store.save(scope, Result(mutant.key, mutant.id, "survived", "", [], 1.0, {}))
+    fake = tmp_path / "compute-sanitizer"
+    finding = MEMCHECK_OUTPUT.replace("second-case", cases[1].id)
+    fake.write_text(f"#!/bin/sh\ncat <<'END'\n{finding}END\nexit {FINDING_EXIT}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    runner = Runner(cases=cases, device="cuda", jobs=1, store=store, scope=scope)
+    try:
+        assert runner.sanitize([mutant], sanitizer=str(fake)) == 1
+        (result,) = store.results(scope, {mutant.key: mutant.id}).values()
+        assert result.outcome == "killed" and result.killed_by == [cases[1].id]
+        assert "memcheck: Invalid __global__ read" in result.detail
+
+        store.save(scope, Result(mutant.key, mutant.id, "survived", "", [], 1.0, {}))
+        fake.write_text("#!/bin/sh\nexit 0\n")
+        assert runner.sanitize([mutant], sanitizer=str(fake)) == 0
+        fake.write_text(f"#!/bin/sh\ncat <<'END'\n{finding}END\nexit {FINDING_EXIT}\n")  # a second check would kill
+        assert runner.sanitize([mutant], sanitizer=str(fake)) == 0
+        (result,) = store.results(scope, {mutant.key: mutant.id}).values()
+        assert result.outcome == "survived" and result.detail.startswith("memcheck: no invalid access")
+    finally:
+        runner.close()
+
+
+def test_sanitize_is_for_cuda_runs(capsys):
+    from mutants import cli
+
+    assert cli.main(["run", "--suite", "smoke", "--device", "cpu", "--sanitize"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.startswith("kmut: error: --sanitize checks CUDA runs")
