@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.mutant import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
 
@@ -59,6 +60,16 @@ def _percentage(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
     if not 0 <= value <= 100:
         raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
     return value
 
 
@@ -113,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     outputs(run)
     run.add_argument("--jobs", dest="jobs", type=_positive, default=None,
                      help="workers side by side (default: one per core on cpu, one per GPU on cuda)")
+    run.add_argument("--space-budget", dest="space_budget", type=_seconds, default=DEFAULT_SPACE_BUDGET, metavar="SECONDS",
+                     help="seconds each mutant whose code matches the original on every configuration of the suite"
+                          " may spend compiled on the rest of the declared space; one that runs out is not"
+                          f" counted equivalent (default {DEFAULT_SPACE_BUDGET:g}; 0: no limit)")
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
@@ -207,7 +222,8 @@ def cmd_run(args) -> int:
     progress = progress_printer()
     started = time.monotonic()
     run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
-    runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress)
+    runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
+                    space_budget=args.space_budget or None)
     try:
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device}, {jobs} worker(s)",
               file=sys.stderr)

@@ -11,6 +11,8 @@ compared with the original's (Papadakis et al., ICSE 2015). A mutant is
   configuration of the declared compile-time space beyond the suite does not (different
   code, or no code): the suite cannot tell it from the original, so it survives, and the
   verdict names where it differs;
+- unproven: the suite's configurations and the part of the declared space compiled within
+  the time allowed give the original's code; it survives, and is not counted equivalent;
 - distinct: otherwise, named by the first configuration whose code differs.
 
 "Equivalent" is a claim about every configuration a user can reach, not only the suite's:
@@ -50,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +68,8 @@ COMPILER_CRASHES = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL
 ERROR_HEAD_LINES = 2
 ERROR_TAIL_LINES = 4
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# seconds a mutant may spend compiled on the declared space beyond its suite's configurations
+DEFAULT_SPACE_BUDGET = 300.0
 
 # How target keys spell the kernel's constexprs and options, in key order; any other
 # constexpr is appended as NAME<value>.
@@ -101,7 +106,7 @@ class Compiled:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # "stillborn" | "equivalent" | "duplicate" | "unreached" | "distinct"
+    kind: str  # "stillborn" | "equivalent" | "duplicate" | "unreached" | "unproven" | "distinct"
     artifact: str
     detail: str
     duplicate_of: str | None = None
@@ -110,40 +115,40 @@ class Verdict:
 # -- targets: what the JIT would compile for a suite --------------------------------------
 
 
-def compile_targets(cases, *, device: str | None = None) -> list[CompileTarget]:
-    """The distinct compiled kernels the suite's launches need, sorted by key.
+def compile_targets(cases, *, device: str | None = None, every_launch: bool = True) -> list[CompileTarget]:
+    """The distinct compiled kernels the suite's launches need (every call its checks make),
+    sorted by key.
 
     Launches are planned on ``device`` (default: cuda when available, else cpu), as the
     suite would run there: the launcher's own split count depends on the device, and a
-    split count of 1 or a multiple of 16 is a specialization of its own.
+    split count of 1 or a multiple of 16 is a specialization of its own. With
+    ``every_launch`` off, only each case's first launch is planned.
     """
     import torch
 
     import kernel
-    from suites.runnable import launched_inputs
+    from suites.runnable import launch_signature, launches
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     targets: dict[str, CompileTarget] = {}
-    for case in cases:
-        launched = launched_inputs(case)
-        if launched is None:
-            continue
-        inputs, keywords = launched
-        launch = kernel.plan_launch(*inputs.to(device).op_args(), **_on_device(keywords, device))
+    planned = {launch_signature(case): case for case in cases}
+    planned_launches = (launch for case in planned.values()
+                        for launch in launches(case, device)[:None if every_launch else 1])
+    for inputs, keywords in planned_launches:
+        launch = kernel.plan_launch(*inputs.op_args(), **keywords)
         target = target_of_launch(launch)
         if targets.setdefault(target.key, target) != target:
             raise AssertionError(f"two different compile targets share the key {target.key}")
     return [targets[key] for key in sorted(targets)]
 
 
-def _on_device(keywords: dict, device: str) -> dict:
-    return {name: value.to(device) if hasattr(value, "to") and hasattr(value, "device") else value
-            for name, value in keywords.items()}
-
-
 def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:
-    """``compile_targets(cases)``, remembered under ``cache_dir`` for the sources and the
-    Triton version that produced them: planning every launch of a large suite takes minutes."""
+    """The declared compile-time space of ``cases``: one target per configuration (the
+    compile key: shapes, layout, tuning, next_n), from the first launch of one case of each,
+    remembered under ``cache_dir`` for the sources and the Triton version that produced it."""
+    from suites.cases import Case
+
+    cases = list({case.compile_key: case for case in cases if isinstance(case, Case)}.values())
     from mutants.mutant import source_digest
 
     ids = "\n".join(sorted(c.id for c in cases))
@@ -152,7 +157,7 @@ def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[Comp
     path = None if cache_dir is None else Path(cache_dir) / f"targets-{name}.json"
     if path is not None and path.exists():
         return [_target_from_json(t) for t in json.loads(path.read_text())]
-    targets = compile_targets(cases, device=device)
+    targets = compile_targets(cases, device=device, every_launch=False)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
@@ -419,13 +424,14 @@ def _death(returncode: int, stderr: str) -> str:
 
 
 def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *,
-             beyond=(), jobs: int = 2, cache_dir: Path | None = None, progress=None,
-             timeout: float = 120.0) -> dict[str, Verdict]:
+             beyond=(), beyond_budget: float | None = None, jobs: int = 2, cache_dir: Path | None = None,
+             progress=None, timeout: float = 120.0) -> dict[str, Verdict]:
     """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
 
     ``targets`` are the configurations the suite launches, ``beyond`` the rest of the
     declared compile-time space (or a function returning it, called only when a mutant
-    matches the original on every target of the suite). The original is compiled for every target. A mutant is
+    matches the original on every target of the suite); ``beyond_budget`` bounds the seconds
+    spent on each such mutant there (None: no bound). The original is compiled for every target. A mutant is
     compiled lazily, target after target in an order that varies the configuration as much
     as possible, and stops at the first target whose code differs from the original's: most
     mutants cost one compile, an equivalent one costs them all, the suite's and then those
@@ -496,51 +502,69 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         beyond = [t for t in (beyond() if callable(beyond) else beyond) if t.key not in suite_keys]
     if candidates and beyond:
         verdicts.update(_judge_beyond(original, {i: mutants[i] for i in candidates}, len(targets),
-                                      diverse_order(beyond), jobs, cache_dir, timeout))
+                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget))
     return verdicts
 
 
 def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, beyond: list[CompileTarget],
-                  jobs: int, cache_dir, timeout) -> dict[str, Verdict]:
-    """Equivalent or unreached, for mutants whose code equals the original's on every target
-    of the suite: compiled on the rest of the declared space until the first difference."""
-    reference = _compile_spread(original, beyond, jobs, cache_dir, timeout)
-    failed = [c for c in reference if not c.ok]
-    if failed:
-        raise RuntimeError(
-            f"the original kernel does not compile for {len(failed)} of the {len(beyond)} declared"
-            f" configurations beyond the suite; first: {failed[0].target}: {failed[0].error}"
-        )
-    original_code = [c.digest for c in reference]
+                  jobs: int, cache_dir, timeout, budget: float | None) -> dict[str, Verdict]:
+    """Equivalent, unreached or unproven, for mutants whose code equals the original's on
+    every target of the suite: compiled on the rest of the declared space, target after
+    target beside the original, until the first difference, the end of the space, or the
+    mutant's ``budget`` of seconds."""
     sources = list(dict.fromkeys(candidates.values()))
     chunks = [sources[i::jobs] for i in range(max(1, jobs)) if sources[i::jobs]]
 
-    def judge(chunk: list[str]) -> dict[str, list[Compiled]]:
+    def judge(chunk: list[str]) -> dict[str, tuple[Compiled | None, int]]:
         compiler = _Compiler()
         try:
-            return {source: _compile_until_different(compiler, source, beyond, original_code, cache_dir, timeout)
+            return {source: _first_difference(compiler, original, source, beyond, cache_dir, timeout, budget)
                     for source in chunk}
         finally:
             compiler.close()
 
     with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
         outcomes = {source: outcome for part in pool.map(judge, chunks) for source, outcome in part.items()}
+    total = suite_count + len(beyond)
     verdicts = {}
     for mutant_id, source in candidates.items():
-        last = outcomes[source][-1]
-        total = suite_count + len(beyond)
-        if last.ok and len(outcomes[source]) == len(beyond) and last.digest == original_code[-1]:
+        different, matched = outcomes[source]
+        if different is not None:
+            how = "does not compile" if not different.ok else f"its {ARTIFACT} differs"
+            verdicts[mutant_id] = Verdict(
+                "unreached", ARTIFACT,
+                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations;"
+                f" {how} at {different.target}")
+        elif matched == len(beyond):
             verdicts[mutant_id] = Verdict(
                 "equivalent", ARTIFACT,
                 f"same {ARTIFACT} as the original on all {total} configurations of the declared space"
                 f" ({suite_count} launched by the suite)")
         else:
-            how = "does not compile" if not last.ok else f"its {ARTIFACT} differs"
             verdicts[mutant_id] = Verdict(
-                "unreached", ARTIFACT,
-                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations;"
-                f" {how} at {last.target}")
+                "unproven", ARTIFACT,
+                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations and on {matched}"
+                f" of the {len(beyond)} others of the declared space; the other {len(beyond) - matched} were not"
+                f" compiled within the budget of {budget:g} s")
     return verdicts
+
+
+def _first_difference(compiler, original: str, source: str, targets: list[CompileTarget], cache_dir, timeout,
+                      budget: float | None) -> tuple[Compiled | None, int]:
+    """(the mutant's outcome on the first target where it fails or differs from the original,
+    or None; how many targets matched before that or before the budget ran out)."""
+    started = time.monotonic()
+    for index, target in enumerate(targets):
+        if budget is not None and time.monotonic() - started > budget:
+            return None, index
+        (reference,) = compile_source(original, [target], cache_dir=cache_dir, timeout=timeout, compiler=compiler)
+        if not reference.ok:
+            raise RuntimeError(f"the original kernel does not compile for the declared configuration"
+                               f" {target.key}: {reference.error}")
+        (outcome,) = compile_source(source, [target], cache_dir=cache_dir, timeout=timeout, compiler=compiler)
+        if not outcome.ok or outcome.digest != reference.digest:
+            return outcome, index
+    return None, len(targets)
 
 
 def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], target_count: int) -> list[str]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.operators import DEVICE
 from mutants.store import Result, Scope, Store
@@ -40,6 +41,10 @@ OUTCOMES = (KILLED, SURVIVED, TIMEOUT, CRASHED, STILLBORN, EQUIVALENT, DUPLICATE
 # other configurations can: stored as a survivor, with this reason
 UNREACHED = "unreached"
 UNREACHED_DETAIL = "not reached by any configuration of this suite"
+# ...and for one whose code matched everywhere it was compiled, short of the whole space
+UNPROVEN = "unproven"
+UNPROVEN_DETAIL = "not proven equivalent"
+
 # the compile-time space a mutant must match the original on, everywhere, to be equivalent
 DECLARED_SPACE_SUITES = ("curated", "exhaustive")
 
@@ -169,8 +174,9 @@ class _Worker:
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
                  progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None,
-                 target: Target = TRITON_TARGET):
+                 target: Target = TRITON_TARGET, space_budget: float | None = DEFAULT_SPACE_BUDGET):
         self.cases = list(cases)
+        self.space_budget = space_budget
         self.target = target
         self.case_dicts = [to_dict(c) for c in self.cases]
         self.case_ids = [c.id for c in self.cases]
@@ -280,13 +286,16 @@ class Runner:
             group = [m for m in pending if m.path == path]
             report = (lambda done_, total: progress("compile", done_, total)) if progress else None
             verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
-                                beyond=beyond, jobs=jobs, cache_dir=cache_dir, progress=report)
+                                beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
+                                progress=report)
             for mutant in group:
                 verdict = verdicts[mutant.id]
                 if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
                     outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
                 elif verdict.kind == UNREACHED:
                     outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                elif verdict.kind == UNPROVEN:
+                    outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
                 else:
                     continue
                 self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,

@@ -15,7 +15,7 @@ import torch
 from oracle import OpInputs
 from oracle.memory_guard import interpreter_bounds_checked
 from suites.cases import Case, suite
-from suites.check import build_inputs, check_case
+from suites.check import GUARD_COLUMNS, build_inputs, check_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase}
@@ -48,15 +48,31 @@ def check(case, op, device: str | torch.device) -> None:
         check_rejection(case, op, device)
 
 
-def launched_inputs(case) -> tuple[OpInputs, dict] | None:
-    """The inputs and keywords of the launch ``case`` makes (a pool past 2 GiB replaced by a
-    compact one: it moves the used blocks, not the compiled kernel), or None when the op
-    must reject the inputs before launching anything."""
+def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, dict]]:
+    """The inputs and keywords, on ``device``, of every launch ``check`` makes for ``case``
+    (a pool past 2 GiB replaced by a compact one: it moves the used blocks, not the compiled
+    kernel); none when the op must reject the inputs before launching anything."""
     if isinstance(case, Case):
-        inputs = build_inputs(replace(case, pool="compact"))
-        return inputs, {**inputs.op_kwargs(), **case.tuning()}
+        inputs = build_inputs(replace(case, pool="compact")).to(device)
+        rows, columns = inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len
+        strided_out = torch.empty(rows, columns + GUARD_COLUMNS, device=device)[:, :columns]
+        calls = [case.tuning(), {**case.tuning(), "out": strided_out}]
+        if case.tuning():
+            calls.append({})
+        return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
     edit = EDITS[case.edit]
     if edit.error is not None:
-        return None
-    inputs, keywords = edited_call(edit, case.base_inputs())
-    return inputs, {k: v for k, v in keywords.items() if k != "out"}
+        return []
+    inputs, keywords = edited_call(edit, case.base_inputs().to(device))
+    return [(inputs, keywords)]
+
+
+def launch_signature(case) -> tuple:
+    """Everything about ``case`` its launches' compile targets depend on: two cases with the
+    same signature compile the same kernels (pinned by a test against ``launches``). The
+    id of an input edit, whose launches are planned one by one."""
+    if not isinstance(case, Case):
+        return (case.id,)
+    longest = max(case.context_lens())
+    return (case.compile_key, case.tuning().get("num_splits"), case.batch if case.splits is None else None,
+            case.max_model_len(), -(-longest // case.kv_block), case.table)

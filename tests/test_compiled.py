@@ -41,7 +41,7 @@ MUTANTS = {
 
 @pytest.fixture(scope="module")
 def targets() -> list[CompileTarget]:
-    found = compile_targets([SMALL])
+    found = compile_targets([SMALL], every_launch=False)
     assert len(found) == 1
     return found
 
@@ -67,7 +67,7 @@ PRESHUFFLE_ONLY = mutate(KERNEL_SOURCE, "+ (slot % 16) * 16)[None, :, None]", "+
 def test_equivalent_means_the_same_code_beyond_the_suite(targets, cache_dir):
     """A mutant inside the preshuffle branch is the original on a block-flat suite: it is not
     equivalent, because a preshuffled configuration of the declared space compiles it."""
-    beyond = compile_targets([Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)])
+    beyond = compile_targets([Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)], every_launch=False)
     mutants = {"times-one": MUTANTS["times-one"], "preshuffle-only": PRESHUFFLE_ONLY}
     suite_only = classify(KERNEL_SOURCE, mutants, targets, jobs=2, cache_dir=cache_dir)
     assert suite_only["preshuffle-only"].kind == "equivalent"
@@ -77,6 +77,25 @@ def test_equivalent_means_the_same_code_beyond_the_suite(targets, cache_dir):
     assert "all 2 configurations" in verdicts["times-one"].detail
     unreached = verdicts["preshuffle-only"]
     assert unreached.kind == "unreached" and beyond[0].key in unreached.detail
+
+
+def test_a_mutant_not_proven_within_the_budget_is_not_equivalent(targets, cache_dir):
+    beyond = compile_targets([Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)], every_launch=False)
+    verdicts = classify(KERNEL_SOURCE, {"times-one": MUTANTS["times-one"]}, targets, beyond=beyond,
+                        beyond_budget=0.0, jobs=1, cache_dir=cache_dir)
+    assert verdicts["times-one"].kind == "unproven"
+    assert "on 0 of the 1 others" in verdicts["times-one"].detail
+
+
+def test_every_launch_a_check_makes_is_a_target():
+    """A case with knobs is called fresh, into a caller's strided out, and untuned: the
+    strided out's row stride is a specialization of its own, the untuned call may be
+    another configuration."""
+    case = Case(heads=32, head_dim=64, block_n=16)
+    first = compile_targets([case], every_launch=False)
+    every = compile_targets([case])
+    assert set(t.key for t in first) < set(t.key for t in every)
+    assert any("BN64" in t.key for t in every) and all("BN16" in t.key for t in first)
 
 
 def test_the_space_beyond_the_suite_is_planned_only_when_needed(targets, cache_dir):
@@ -106,7 +125,7 @@ def test_target_spells_the_launch(targets):
 
 
 def test_a_split_count_of_one_is_a_constant():
-    (target,) = compile_targets([Case(heads=32, head_dim=64, splits=1)])
+    (target,) = compile_targets([Case(heads=32, head_dim=64, splits=1)], every_launch=False)
     assert ("num_splits", 1) in target.constexprs
     assert "num_splits" not in dict(target.signature)
     assert target.key.endswith("-one:num_splits")
