@@ -349,12 +349,16 @@ class Runner:
             self.store.save(self.scope, result)
             results.append(result)
 
-        tasks = [
-            _Task(m.id, "", list(range(len(self.cases))), not matrix)
-            for m in pending
-        ]
+        order = self.cheapest_first()
+        tasks = [_Task(m.id, "", list(order), not matrix) for m in pending]
         self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id)
         return results
+
+    def cheapest_first(self) -> list[int]:
+        """Case indices by the baseline's time per case, fastest first (suite order on ties):
+        a mutant stops at its first failing case, so the cheap cases (input edits, small
+        shapes) go before the expensive ones."""
+        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds.get(self.case_ids[i], float("inf")), i))
 
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}

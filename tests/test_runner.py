@@ -326,3 +326,15 @@ def test_sigkill_mid_run_resumes_and_leaves_the_tree_untouched(tmp_path):
 def test_case_records_survive_the_worker_protocol():
     case = replace(smoke()[0], splits=None)
     assert type(case)(**case.as_dict()) == case
+
+
+def test_a_mutant_tries_the_cheapest_cases_first(tmp_path):
+    cases = smoke()
+    runner = _runner(tmp_path, cases)
+    try:
+        runner.case_seconds = {cases[0].id: 3.0, cases[1].id: 0.5, cases[2].id: 1.0}
+        assert runner.cheapest_first() == [1, 2, 0]
+        runner.case_seconds = {cases[0].id: 1.0, cases[1].id: 1.0}  # ties keep the suite's order; unknown last
+        assert runner.cheapest_first() == [0, 1, 2]
+    finally:
+        runner.close()
