@@ -53,34 +53,24 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM: ends a run the way Ctrl-C does."""
 
 
-def _percentage(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage, got {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage from 0 to 100, got {text}")
-    return value
+def _number(parse, accepts, expected: str):
+    """An argparse type: ``parse`` the text, then require ``accepts`` of the value."""
+
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    return convert
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+_percentage = _number(float, lambda value: 0 <= value <= 100, "a percentage from 0 to 100")
+_seconds = _number(float, lambda value: value >= 0, "seconds, 0 or more")
+_positive = _number(int, lambda value: value >= 1, "a positive integer")
 
 
 def build_parser() -> argparse.ArgumentParser:
