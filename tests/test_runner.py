@@ -338,3 +338,30 @@ def test_a_mutant_tries_the_cheapest_cases_first(tmp_path):
         assert runner.cheapest_first() == [0, 1, 2]
     finally:
         runner.close()
+
+
+def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason(tmp_path, monkeypatch):
+    import mutants.compiled as compiled
+
+    verdicts = {
+        "unreached": compiled.Verdict("unreached", "sass", "same sass on the suite's 3 configurations; differs at X"),
+        "unproven": compiled.Verdict("unproven", "sass", "same sass on 3 + 5 of 9"),
+        "equivalent": compiled.Verdict("equivalent", "sass", "same sass on all 12"),
+        "distinct": compiled.Verdict("distinct", "sass", "X"),
+    }
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "classify", lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants})
+    original = read_source(KERNEL)
+    mutants = [_mutant(name, original + f"\n# {name}\n") for name in verdicts]
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        assert runner.classify(mutants, jobs=1) == 3
+        stored = runner.store.results(runner.scope, {m.key: m.id for m in mutants})
+    finally:
+        runner.close()
+    by_id = {r.mutant_id: r for r in stored.values()}
+    assert set(by_id) == {"unreached", "unproven", "equivalent"}
+    assert by_id["unreached"].outcome == "survived"
+    assert by_id["unreached"].detail.startswith("not reached by any configuration of this suite: sass: same sass")
+    assert by_id["unproven"].outcome == "survived" and by_id["unproven"].detail.startswith("not proven equivalent")
+    assert by_id["equivalent"].outcome == "equivalent"
