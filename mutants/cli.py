@@ -121,8 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
-    run.add_argument("--no-classify", dest="classify", action="store_false",
-                     help="skip classifying mutants by their compiled code before running them")
+    run.add_argument("--classify", dest="classify", choices=("before", "after", "never"), default=None,
+                     help="when to classify device mutants by their compiled code: before running them (the default"
+                          " on cuda, where a run compiles the kernels anyway), after, only the survivors (the default"
+                          " on cpu, where the interpreter runs the suite faster than its kernels compile), or never")
+    run.add_argument("--no-classify", dest="classify", action="store_const", const="never",
+                     help="the same as --classify never")
 
     report = commands.add_parser("report", help="report stored results")
     selection(report)
@@ -222,13 +226,17 @@ def cmd_run(args) -> int:
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
-        classified = runner.classify(mutants, jobs=jobs, progress=progress) if args.classify else 0
+        when = args.classify or ("before" if device == "cuda" else "after")
+        classified = runner.classify(mutants, jobs=jobs, progress=progress) if when == "before" else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
+        if when == "after":
+            classified = runner.classify(mutants, jobs=jobs, progress=progress, survivors=True)
         if sanitizer:
             runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
     finally:
         runner.close()
-    store.finish_run(run_id, time.monotonic() - started, executed, classified)
+    # after the run, the mutants classified are among those executed: count them once
+    store.finish_run(run_id, time.monotonic() - started, executed, classified if when == "before" else 0)
     return _report(args, store, scope, mutants, cases)
 
 

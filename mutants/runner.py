@@ -257,19 +257,26 @@ class Runner:
 
     # -- classification by compiled code --
 
-    def classify(self, mutants: list[Mutant], *, jobs: int, progress=None) -> int:
-        """Record stillborn, equivalent and duplicate device mutants without running a case.
+    def classify(self, mutants: list[Mutant], *, jobs: int, progress=None, survivors: bool = False) -> int:
+        """Record stillborn, equivalent and duplicate device mutants by their compiled code.
 
         Compiles every pending device mutant for each compile-time configuration the suite
         uses; returns how many were decided that way. Host mutants are left to run: the
-        kernel's code is not what they change.
+        kernel's code is not what they change. With ``survivors``, the mutants classified are
+        those that ran every case and survived (after ``run``): where a compile costs more
+        than a run of the suite, as on the CPU interpreter, only they need the proof.
         """
         from mutants.compiled import classify, compile_targets, declared_targets
         from mutants.mutant import read_source
         from suites.runnable import suite_cases
 
-        done = self.store.finished_keys(self.scope)
-        pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
+        if survivors:
+            stored = self.store.results(self.scope, {m.key: m.id for m in mutants})
+            pending = [m for m in mutants if m.side == DEVICE and (r := stored.get(m.key))
+                       and r.outcome == SURVIVED and not r.detail]
+        else:
+            done = self.store.finished_keys(self.scope)
+            pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
         if not pending:
             return 0
         targets = compile_targets(self.cases, device=self.device)
@@ -595,12 +602,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def progress_printer(stream=sys.stderr):
-    """A progress bar on a terminal; a line every tenth of the way elsewhere."""
+def progress_printer(stream=None):
+    """A progress bar on a terminal; a line every tenth of the way elsewhere. Without a
+    ``stream``, whatever ``sys.stderr`` is when a line is written."""
     started = {}
     last_tenth = {}
 
     def show(label: str, done: int, total: int) -> None:
+        _show(stream or sys.stderr, label, done, total)
+
+    def _show(stream, label: str, done: int, total: int) -> None:
         started.setdefault(label, time.monotonic())
         elapsed = time.monotonic() - started[label]
         eta = elapsed / done * (total - done) if done else 0.0

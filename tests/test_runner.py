@@ -18,7 +18,7 @@ from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.runner import BaselineError, Runner, _descendants, compile_grouped_chunks
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
-from mutants.store import Scope, Store
+from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke
 
@@ -365,3 +365,28 @@ def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason
     assert by_id["unreached"].detail.startswith("not reached by any configuration of this suite: sass: same sass")
     assert by_id["unproven"].outcome == "survived" and by_id["unproven"].detail.startswith("not proven equivalent")
     assert by_id["equivalent"].outcome == "equivalent"
+
+
+def test_after_a_run_only_the_survivors_are_classified(tmp_path, monkeypatch):
+    import mutants.compiled as compiled
+
+    asked = []
+
+    def classify(original, mutants, targets, **kw):
+        asked.extend(mutants)
+        return {i: compiled.Verdict("equivalent", "sass", "same sass on all 12") for i in mutants}
+
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "classify", classify)
+    original = read_source(KERNEL)
+    survivor, killed = (_mutant(name, original + f"\n# {name}\n") for name in ("survivor", "killed"))
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        runner.store.save(runner.scope, Result(survivor.key, survivor.id, "survived", "", [], 1.0, {}))
+        runner.store.save(runner.scope, Result(killed.key, killed.id, "killed", "c: wrong", ["c"], 1.0, {}))
+        assert runner.classify([survivor, killed], jobs=1, survivors=True) == 1
+        stored = runner.store.results(runner.scope, {m.key: m.id for m in (survivor, killed)})
+    finally:
+        runner.close()
+    assert asked == ["survivor"]
+    assert stored[survivor.key].outcome == "equivalent" and stored[killed.key].outcome == "killed"
