@@ -14,7 +14,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusivePositionProvider
 
 from kernel.tuning import MIN_TILES_PER_PROGRAM
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
@@ -344,7 +344,8 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
         site = sites[0]
         replacement = bug.mutate(site)
         mutated = module.deep_replace(site, replacement)
-        position = wrapper.resolve(PositionProvider)[site].start
+        # the whitespace-inclusive start counts the site's own parentheses, as `before` does
+        position = wrapper.resolve(WhitespaceInclusivePositionProvider)[site].start
         mutants.append(Mutant(
             id=bug.name,
             origin="catalog",

@@ -10,8 +10,10 @@
 SET is catalog (the named bugs, default), generic, gpu, operators (every operator, on the
 kernel and on its host code: launcher, tuning, validation), device or host (every operator, on
 that side's code only) or all.
-Results live in a store (default .mutants/results.sqlite): a run resumes where an earlier
-one stopped and never re-runs a finished mutant of an unchanged kernel and suite.
+Results live in a store: a run resumes where an earlier one stopped and never re-runs a
+finished mutant of an unchanged kernel and suite. The store is .mutants/results.sqlite in the
+current folder when that can be written, else $XDG_CACHE_HOME/kmut/results.sqlite (or
+~/.cache/kmut/); classification's compile cache lives beside it, in compile-cache/.
 """
 
 import argparse
@@ -28,6 +30,7 @@ from pathlib import Path
 from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.mutant import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
+from mutants.store import default_store_path
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
@@ -68,7 +71,7 @@ def _number(parse, accepts, expected: str):
     return convert
 
 
-_percentage = _number(float, lambda value: 0 <= value <= 100, "a percentage from 0 to 100")
+percentage = _number(float, lambda value: 0 <= value <= 100, "a percentage from 0 to 100")
 _seconds = _number(float, lambda value: value >= 0, "seconds, 0 or more")
 _positive = _number(int, lambda value: value >= 1, "a positive integer")
 
@@ -94,10 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
                            help="where cases run (default: cuda when available, else cpu)")
             p.add_argument("--matrix", dest="matrix", action="store_true",
                            help="run every case against every mutant (the full kill matrix)")
-            p.add_argument("--store", dest="store", type=Path, default=Path(".mutants/results.sqlite"))
+            p.add_argument("--store", dest="store", type=Path, default=default_store_path(), metavar="FILE",
+                           help="the result store (default: %(default)s; .mutants/ in the current folder when it"
+                                " can be written, else the user's cache folder, $XDG_CACHE_HOME/kmut or"
+                                " ~/.cache/kmut); the compile cache lives beside it, in compile-cache/")
 
     def outputs(p):
-        p.add_argument("--fail-under", dest="fail_under", type=_percentage, default=None,
+        p.add_argument("--fail-under", dest="fail_under", type=percentage, default=None,
                        help="exit 1 when the score is below this percentage")
         p.add_argument("--json", dest="json", type=Path, default=None,
                        help="write the report in the mutation-testing-elements schema")
@@ -138,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    from mutants.runner import WorkerStartError
     from mutants.store import StoreError
+    from mutants.worker import WorkerStartError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -204,16 +210,18 @@ def cmd_show(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from mutants.runner import BaselineError, Runner, progress_printer
+    _check_outputs(args, args.store)
+    print(f"kmut: loading torch and Triton, the {args.suite} suite and the {args.mutant_set} mutants",
+          file=sys.stderr, flush=True)
+    from mutants.runner import BaselineError, ProgressPrinter, Runner
 
-    _check_outputs(args)
     device = _device(args.device)
     sanitizer = _sanitizer(device) if args.sanitize else None
     cases = _cases(args.suite)
     mutants = _mutants(args.mutant_set, args.only)
     store, scope = _open(args, device, create=True)
     jobs = args.jobs or _default_jobs(device)
-    progress = progress_printer()
+    progress = ProgressPrinter()
     started = time.monotonic()
     run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
     runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
@@ -299,9 +307,9 @@ def _report(args, store, scope, mutants, cases) -> int:
     return EXIT_OK
 
 
-def _check_outputs(args) -> None:
-    """Fail before any work when a report file cannot be written."""
-    for path in (args.json, args.html):
+def _check_outputs(args, *written: Path) -> None:
+    """Fail before any work when a report file, or another file ``written``, cannot be written."""
+    for path in (args.json, args.html, *written):
         if path is None:
             continue
         existing = next(p for p in (path, *path.parents) if p.exists())
@@ -362,11 +370,12 @@ def scope_digest(device: str, root: Path | None = None) -> str:
 
 
 def _device(requested: str | None) -> str:
-    import torch
+    from suites.runnable import resolve_device
 
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA device is visible")
-    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return resolve_device(requested)
+    except ValueError as error:
+        raise UsageError(f"--device {error}") from None
 
 
 def _sanitizer(device: str) -> str:

@@ -131,27 +131,27 @@ def mutation_testing_json(scored: Scored) -> dict:
     files: dict[str, dict] = {}
     for mutant, result in scored.rows:
         entry = files.setdefault(mutant.path, {"language": "python", "source": read_source(mutant.path), "mutants": []})
-        before_lines = mutant.before.split("\n")
-        end_line = mutant.line + len(before_lines) - 1
-        end_column = (mutant.column if len(before_lines) == 1 else 0) + len(before_lines[-1])
         status = SCHEMA_STATUS[result.outcome] if result else "Pending"
         reason = result.detail if result else "not run yet"
         if result and result.outcome in CLASSIFIED:
             reason = f"{result.outcome}: {result.detail}"
-        entry["mutants"].append({
+        reported = {
             "id": mutant.id,
             "mutatorName": mutant.origin if mutant.origin != "catalog" else f"catalog:{mutant.id}",
             "description": mutant.description,
             "replacement": mutant.after,
-            "location": {"start": {"line": mutant.line, "column": mutant.column + 1},
-                         "end": {"line": end_line, "column": end_column + 1}},
+            "location": location(mutant),
             "status": status,
             "statusReason": reason[:2000],
             "killedBy": list(result.killed_by) if result else [],
-            "coveredBy": list(result.case_results) if result else [],
             "testsCompleted": len(result.case_results) if result else 0,
             "duration": round(1000 * result.seconds) if result else 0,
-        })
+        }
+        # a first-kill run stops at the first failing case, so which cases would reach a
+        # mutant is unknown there: the schema says to leave coveredBy out then
+        if scored.mode == "matrix" and result:
+            reported["coveredBy"] = list(result.case_results)
+        entry["mutants"].append(reported)
     return {
         "schemaVersion": "2",
         "thresholds": {"high": 90, "low": 70},
@@ -160,8 +160,18 @@ def mutation_testing_json(scored: Scored) -> dict:
         "testFiles": {
             "suites/test_logits.py": {"tests": [{"id": case_id, "name": case_id} for case_id in scored.case_ids]},
         },
-        "framework": {"name": "kmut", "branding": {"homepageUrl": "https://pypi.org/project/paged-mqa-mutants/"}},
+        "framework": {"name": "kmut"},
     }
+
+
+def location(mutant: Mutant) -> dict:
+    """Where ``mutant.before`` lies in its file, as the schema counts: lines and columns from 1,
+    the end exclusive (the column after the last character)."""
+    before_lines = mutant.before.split("\n")
+    end_line = mutant.line + len(before_lines) - 1
+    end_column = (mutant.column if len(before_lines) == 1 else 0) + len(before_lines[-1])
+    return {"start": {"line": mutant.line, "column": mutant.column + 1},
+            "end": {"line": end_line, "column": end_column + 1}}
 
 
 def minimize(scored: Scored) -> tuple[list[str], list[str]]:

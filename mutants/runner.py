@@ -31,7 +31,7 @@ from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.operators import DEVICE
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
-from mutants.worker import ERROR, FAIL, PASS, STILLBORN, worker_main
+from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
 from suites.runnable import to_dict
 
 KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
@@ -59,10 +59,6 @@ OVERLAY_PREFIX = "kmut-overlays-"
 
 class BaselineError(RuntimeError):
     """The unmutated kernel does not pass the suite reliably, or a wrong op went unnoticed."""
-
-
-class WorkerStartError(RuntimeError):
-    """Worker processes die before they are ready: nothing can run."""
 
 
 @dataclass
@@ -218,7 +214,7 @@ class Runner:
         original = self.overlay("original")
         chunks = compile_grouped_chunks(self.cases, self.jobs)
         tasks = [_Task("<baseline>", original, chunk, False) for chunk in chunks if chunk]
-        outcomes = self._run_tasks(tasks, label="baseline")
+        outcomes = self._run_tasks(tasks, label="baseline", per_case=True)
         results = {i: r for progress in outcomes for i, r in progress.results.items()}
         self._refuse_lost_workers(results)
         failing = [i for i in range(len(self.cases)) if results.get(i, NO_RECORD).result != PASS]
@@ -280,7 +276,7 @@ class Runner:
         if not pending:
             return 0
         targets = compile_targets(self.cases, device=self.device)
-        cache_dir = self.root / ".mutants" / "compile-cache"
+        cache_dir = self.store.compile_cache
 
         def beyond():
             space = [case for name in DECLARED_SPACE_SUITES for case in suite_cases(name)]
@@ -394,9 +390,11 @@ class Runner:
 
     # -- the scheduler --
 
-    def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None) -> list[_Progress]:
-        """Run tasks on up to ``jobs`` workers; returns the finished progress records."""
-        return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants).run()
+    def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
+                   per_case: bool = False) -> list[_Progress]:
+        """Run tasks on up to ``jobs`` workers; returns the finished progress records. Progress
+        counts finished tasks, or finished cases when ``per_case``."""
+        return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case).run()
 
     def _worker_device(self, index: int) -> str:
         """CPU workers share the cores; CUDA workers are spread over the visible GPUs."""
@@ -421,13 +419,17 @@ class _Scheduler:
     row do, the batch stops with WorkerStartError.
     """
 
-    def __init__(self, runner: Runner, tasks: list[_Task], *, label: str, on_done=None, mutants=None):
+    def __init__(self, runner: Runner, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
+                 per_case: bool = False):
         self.runner = runner
         self.label = label
         self.on_done = on_done
         self.mutants = mutants  # mutant id -> Mutant, when tasks get their overlay just before they run
         self.queue = [_Progress(task) for task in tasks]
-        self.total = len(tasks)
+        self.tasks = list(self.queue)
+        self.per_case = per_case
+        self.total = sum(len(task.cases) for task in tasks) if per_case else len(tasks)
+        self.reported: int | None = None
         self.workers: list[_Worker] = []
         self.finished: list[_Progress] = []
         self.failed_starts = 0
@@ -489,6 +491,8 @@ class _Scheduler:
             _, index, result, text, seconds = message
             progress.results[worker.cases[index]] = CaseRecord(result, text, seconds)
             progress.current, progress.deadline = None, float("inf")
+            if self.per_case:
+                self._report()
         elif message[0] == "done":
             worker.progress = None
             if message[1]:
@@ -553,7 +557,10 @@ class _Scheduler:
         self._report()
 
     def _report(self) -> None:
-        self.runner._report(self.label, len(self.finished), self.total)
+        done = sum(len(p.results) for p in self.tasks) if self.per_case else len(self.finished)
+        if done != self.reported:
+            self.reported = done
+            self.runner._report(self.label, done, self.total)
 
 
 def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
@@ -602,31 +609,68 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def progress_printer(stream=None):
-    """A progress bar on a terminal; a line every tenth of the way elsewhere. Without a
-    ``stream``, whatever ``sys.stderr`` is when a line is written."""
-    started = {}
-    last_tenth = {}
+# what each phase of a run does, said once, the first time the phase reports
+PHASES = {
+    "baseline": "baseline: the unmutated kernel on every case of the suite",
+    "compile": "classify by compiled code (offline sm_90 compile, no GPU needed)",
+    "mutants": "mutants: each in a worker, against the suite",
+    "memcheck": "memcheck: the survivors again, under compute-sanitizer",
+}
+PHASE_UNITS = {"baseline": "case"}
 
-    def show(label: str, done: int, total: int) -> None:
-        _show(stream or sys.stderr, label, done, total)
 
-    def _show(stream, label: str, done: int, total: int) -> None:
-        started.setdefault(label, time.monotonic())
-        elapsed = time.monotonic() - started[label]
-        eta = elapsed / done * (total - done) if done else 0.0
+class ProgressPrinter:
+    """``progress(label, done, total)`` for a run's phases: a tqdm bar per phase on a terminal,
+    elsewhere a line at every tenth of the way. The first report of a phase says what it does;
+    the time left is the elapsed time per finished step times the steps left, and unknown
+    before the first step finishes."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.announced: set[str] = set()
+        self.bars: dict = {}
+        self.started: dict[str, float] = {}
+        self.last_tenth: dict[str, int] = {}
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        stream = self.stream or sys.stderr
+        if label not in self.announced:
+            self.announced.add(label)
+            print(f"kmut: {PHASES.get(label, label)}", file=stream, flush=True)
         if stream.isatty():
-            width = 30
-            filled = int(width * done / max(total, 1))
-            stream.write(f"\r{label:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-                         f"  {elapsed:5.0f}s elapsed, ~{eta:4.0f}s left ")
-            if done == total:
-                stream.write("\n")
-            stream.flush()
+            self._bar(stream, label, done, total)
         else:
-            tenth = 10 * done // max(total, 1)
-            if tenth != last_tenth.get(label) or done == total:
-                last_tenth[label] = tenth
-                print(f"{label}: {done}/{total} ({elapsed:.0f}s elapsed, ~{eta:.0f}s left)", file=stream, flush=True)
+            self._line(stream, label, done, total)
 
-    return show
+    def _bar(self, stream, label: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        bar = self.bars.get(label)
+        if bar is None or bar.total != total or done < bar.n:
+            if bar is not None:
+                bar.close()
+            # smoothing 0: the rate is the average since the phase began, not the last few steps
+            bar = self.bars[label] = tqdm(total=total, desc=label, unit=PHASE_UNITS.get(label, "mutant"),
+                                          file=stream, smoothing=0, dynamic_ncols=True)
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+            del self.bars[label]
+
+    def _line(self, stream, label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == 0 or label not in self.started:
+            self.started[label] = now
+        tenth = 10 * done // max(total, 1)
+        if tenth == self.last_tenth.get(label) and done < total:
+            return
+        self.last_tenth[label] = tenth
+        elapsed = now - self.started[label]
+        if done >= total:
+            when = f"done in {elapsed:.0f} s"
+        elif done:
+            when = f"{elapsed:.0f} s elapsed, ~{elapsed / done * (total - done):.0f} s left"
+        else:
+            when = "time left unknown until one finishes"
+        unit = PHASE_UNITS.get(label, "mutant")
+        print(f"{label}: {done}/{total} {unit}s ({when})", file=stream, flush=True)

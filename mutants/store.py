@@ -6,9 +6,13 @@ and Triton versions, the device's name), the mode (first kill or full matrix) an
 kind. An interrupted run resumes where it stopped; an unchanged kernel and suite are not run
 again. Reports open the store read-only, and every row they read is checked: a value no kmut
 writes is an error, never a silently different score.
+
+The compile cache (classification's compiled kernels, `mutants.compiled`) lives beside the
+store, in ``compile-cache/``: moving the store with ``--store`` moves both.
 """
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -68,6 +72,17 @@ CREATE TABLE runs (
 );
 PRAGMA user_version = {version};
 """
+
+
+def default_store_path(project: Path = Path(".")) -> Path:
+    """``.mutants/results.sqlite`` in ``project`` (the current folder) when it can be written
+    there, else in the user's cache folder (``$XDG_CACHE_HOME/kmut``, or ``~/.cache/kmut``)."""
+    folder = project / ".mutants"
+    if os.access(folder if folder.exists() else project, os.W_OK | os.X_OK):
+        return folder / "results.sqlite"
+    cache_home = os.environ.get("XDG_CACHE_HOME", "")
+    user_cache = Path(cache_home) if os.path.isabs(cache_home) else Path.home() / ".cache"
+    return user_cache / "kmut" / "results.sqlite"
 
 
 class StoreError(Exception):
@@ -134,6 +149,11 @@ class Store:
             raise StoreError(f"{self.path}: no result store here; run `kmut run` first")
         raise StoreError(f"{self.path}: a result store of schema version {version}, this kmut reads version"
                          f" {SCHEMA_VERSION}; move it away (or delete it) and run again")
+
+    @property
+    def compile_cache(self) -> Path:
+        """Where classification caches compiled kernels: beside the store."""
+        return self.path.parent / "compile-cache"
 
     def close(self) -> None:
         self.db.close()

@@ -33,6 +33,11 @@ _DEVICE_FAULTS = ("illegal memory access", "misaligned address", "unspecified la
                   "illegal instruction", "device-side assert")
 
 
+
+class WorkerStartError(RuntimeError):
+    """Worker processes die before they are ready: nothing can run."""
+
+
 def configure_environment(device: str) -> str:
     """Select Triton's CPU interpreter for CPU runs, the compiler and one GPU (``cuda:N``)
     for CUDA runs; returns the torch device the cases use."""

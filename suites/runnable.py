@@ -22,6 +22,23 @@ KINDS = {"logits": Case, "input-edit": RejectionCase}
 SUITES_WITH_EDITS = ("curated", "exhaustive")
 
 
+def resolve_device(requested: str | None) -> str:
+    """Where the op runs: ``requested`` (cpu, cuda or cuda:N) when this machine has it, else
+    ValueError saying why; by default cuda when a GPU is visible, else cpu."""
+    if requested is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(requested)
+    except RuntimeError:
+        device = None
+    if device is None or device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{requested}: not a device the op runs on (cpu, cuda or cuda:N)")
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device.type == "cuda" and visible <= (device.index or 0):
+        raise ValueError(f"{requested}: no such CUDA device is visible ({visible} visible)")
+    return requested
+
+
 def suite_cases(name: str) -> list:
     """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits."""
     cases = suite(name)

@@ -1,5 +1,6 @@
 """The kmut command line: exit codes, one-line errors, a read-only report, checked results."""
 
+import json
 import os
 import re
 import shutil
@@ -21,12 +22,15 @@ pytestmark = pytest.mark.skipif(
 CATALOG_SIZE = len(CATALOG)
 
 
-def _store_with_results(path, outcomes: list[str]):
-    """A store holding the first ``len(outcomes)`` catalog mutants' results for `kmut report`'s default scope."""
+def _store_with_results(path, outcomes: list[str], mode="first-kill", case_results=None):
+    """A store holding the first ``len(outcomes)`` catalog mutants' results for `kmut report`'s
+    default scope (or its ``mode``); a killed mutant fails the cases ``case_results`` says fail."""
     store = Store(path)
-    scope = Scope("curated", cli.scope_digest("cpu"), "first-kill", "cpu")
+    scope = Scope("curated", cli.scope_digest("cpu"), mode, "cpu")
     for mutant, outcome in zip(cli._mutants("catalog"), outcomes):
-        store.save(scope, Result(mutant.key, mutant.id, outcome, "d", [], 1.0, {}))
+        ran = (case_results or {}) if outcome in ("killed", "survived") else {}
+        killed_by = [case for case, result in ran.items() if result == "fail"] if outcome == "killed" else []
+        store.save(scope, Result(mutant.key, mutant.id, outcome, "d", killed_by, 1.0, ran))
     store.close()
     return path
 
@@ -75,6 +79,27 @@ def test_report_leaves_the_store_as_it_was(tmp_path, capsys):
     assert cli.main(["report", "--store", str(store), "--quiet"]) == cli.EXIT_OK
     assert (store.read_bytes(), store.stat().st_mtime_ns) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.sqlite"]
+
+
+@pytest.mark.parametrize("mode", ["first-kill", "matrix"])
+def test_the_json_report_of_a_store_follows_the_official_schema(tmp_path, capsys, schema_errors, mode):
+    outcomes = ["killed", "survived", "stillborn", "equivalent", "duplicate", "timeout", "crashed"]
+    case_results = {"curated-case-a": "pass", "curated-case-b": "fail"}
+    if mode == "first-kill":
+        case_results = {"curated-case-b": "fail"}
+    store = _store_with_results(tmp_path / "results.sqlite", outcomes, mode, case_results)
+    output = tmp_path / "report.json"
+    matrix = ["--matrix"] if mode == "matrix" else []
+    assert cli.main(["report", "--store", str(store), "--quiet", *matrix, "--json", str(output)]) == cli.EXIT_OK
+    report = json.loads(output.read_text())
+    assert schema_errors(report) == []
+    reported = {m["id"]: m for entry in report["files"].values() for m in entry["mutants"]}
+    statuses = [reported[m.id]["status"] for m in cli._mutants("catalog")[:len(outcomes)]]
+    assert statuses == ["Killed", "Survived", "CompileError", "Ignored", "Ignored", "Timeout", "RuntimeError"]
+    killed = reported[cli._mutants("catalog")[0].id]
+    assert killed["killedBy"] == ["curated-case-b"]
+    assert killed.get("coveredBy") == (list(case_results) if mode == "matrix" else None)
+    assert "branding" not in report["framework"]
 
 
 def test_a_file_that_is_not_a_store_is_one_error_line(tmp_path, capsys):
@@ -198,3 +223,28 @@ def test_cli_errors_are_one_line(tmp_path):
     assert not_in_set.returncode == 2 and "no-such-mutant" in not_in_set.stderr and "Traceback" not in not_in_set.stderr
     shown = _kmut("show", "causal-off-by-one")
     assert shown.returncode == 0 and "-        visible" in shown.stdout and "+        visible" in shown.stdout
+
+
+def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_path, monkeypatch, capsys):
+    import mutants.compiled
+    from mutants.runner import Runner
+
+    caches = []
+
+    def classify(original, group, targets, *, cache_dir, **kwargs):
+        caches.append(cache_dir)
+        return {mutant_id: mutants.compiled.Verdict("equivalent", "sass", "same code") for mutant_id in group}
+
+    monkeypatch.setattr(mutants.compiled, "classify", classify)
+    monkeypatch.setattr(mutants.compiled, "compile_targets", lambda cases, device: [])
+    monkeypatch.setattr(Runner, "baseline", lambda self: {})
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    store = tmp_path / "elsewhere" / "x.sqlite"
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--store", str(store), "--quiet"]
+    assert cli.main(args) == cli.EXIT_OK
+    assert caches == [tmp_path / "elsewhere" / "compile-cache"]
+    assert not (project / ".mutants").exists()
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "kmut: loading torch and Triton, the smoke suite and the catalog mutants"

@@ -1,7 +1,9 @@
 """Scoring, the kill matrix, minimization and the mutation-testing-elements JSON."""
 
-from mutants.mutant import Mutant
-from mutants.report import Scored, minimize, mutation_testing_json, terminal_table
+from dataclasses import replace
+
+from mutants.mutant import Mutant, read_source, select_mutants
+from mutants.report import Scored, location, minimize, mutation_testing_json, terminal_table
 from mutants.store import Result
 
 SOURCE_PATH = "kernel/paged_mqa_logits.py"
@@ -52,8 +54,9 @@ def test_terminal_table_lists_survivors_as_diffs():
     assert "not run" in text
 
 
-def test_json_follows_the_mutation_testing_elements_schema():
+def test_json_follows_the_mutation_testing_elements_schema(schema_errors):
     report = mutation_testing_json(_scored())
+    assert schema_errors(report) == []
     assert report["schemaVersion"] == "2"
     (entry,) = report["files"].values()
     statuses = {m["id"]: m["status"] for m in entry["mutants"]}
@@ -61,6 +64,49 @@ def test_json_follows_the_mutation_testing_elements_schema():
                         "m6": "Timeout", "m7": "Pending"}
     tests = {t["id"] for f in report["testFiles"].values() for t in f["tests"]}
     for mutant in entry["mutants"]:
-        assert set(mutant["killedBy"]) <= tests and set(mutant["coveredBy"]) <= tests
+        assert set(mutant["killedBy"]) <= tests and set(mutant.get("coveredBy", [])) <= tests
         start, end = mutant["location"]["start"], mutant["location"]["end"]
         assert (start["line"], start["column"]) == (10, 5) and (end["line"], end["column"]) == (10, 11)
+
+
+def test_the_schema_check_refuses_a_broken_report(schema_errors):
+    report = mutation_testing_json(_scored())
+    mutant = report["files"][SOURCE_PATH]["mutants"][0]
+    mutant["location"]["start"]["column"] = 0  # columns count from 1
+    mutant["status"] = "Dead"
+    errors = schema_errors(report)
+    assert len(errors) == 2, errors
+    assert any("location/start/column" in e for e in errors) and any("'Dead'" in e for e in errors)
+
+
+def test_covered_by_is_reported_only_where_every_case_ran():
+    matrix = mutation_testing_json(_scored())["files"][SOURCE_PATH]["mutants"]
+    assert {m["id"]: m.get("coveredBy") for m in matrix if m["status"] == "Killed"} == {
+        "m1": CASES, "m2": CASES, "m3": CASES}
+    first_kill = mutation_testing_json(replace(_scored(), mode="first-kill"))["files"][SOURCE_PATH]["mutants"]
+    assert all("coveredBy" not in m for m in first_kill)
+
+
+def _text_at(source: str, where: dict) -> str:
+    """The text between two schema positions (1-based, end exclusive)."""
+    starts = [0]
+    for line in source.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+
+    def offset(position):
+        return starts[position["line"] - 1] + position["column"] - 1
+
+    return source[offset(where["start"]):offset(where["end"])]
+
+
+def test_every_mutant_is_located_on_exactly_the_code_it_replaces():
+    mutants = select_mutants("all")
+    sources = {path: read_source(path) for path in {m.path for m in mutants}}
+    misplaced = [(m.id, m.before, _text_at(sources[m.path], location(m))) for m in mutants
+                 if _text_at(sources[m.path], location(m)) != m.before]
+    assert misplaced == []
+    by_id = {m.id: m for m in mutants}
+    parenthesized = location(by_id["batch-blind-output-row"])  # `(pid_b * NEXT_N + offs_m).to(tl.int64)`
+    assert _text_at(sources[by_id["batch-blind-output-row"].path], parenthesized) == "(pid_b * NEXT_N + offs_m)"
+    multi_line = by_id["swapped-layout-strides"]
+    assert location(multi_line)["end"]["line"] > multi_line.line

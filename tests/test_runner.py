@@ -1,6 +1,7 @@
 """The runner: isolation, outcomes, sanity gates, resuming after SIGKILL."""
 
 import hashlib
+import io
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ import pytest
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
-from mutants.runner import BaselineError, Runner, _descendants, compile_grouped_chunks
+from mutants.runner import PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
@@ -276,8 +277,9 @@ def test_a_signal_during_a_hanging_mutant_ends_workers_and_overlays(tmp_path, si
     assert not survivors, f"processes outlived the run: {survivors}"
     assert list(temp.glob("kmut-overlays-*")) == []
     assert "Traceback" not in stderr
-    assert [line for line in stderr.splitlines() if "kmut: " in line][1:] == [
-        f"{message}; finished mutants are in the store and the next run resumes"]
+    said = [line for line in stderr.splitlines() if "kmut: " in line]  # what it loads, its phases, then why it ended
+    assert said[-1] == f"{message}; finished mutants are in the store and the next run resumes"
+    assert not any("error" in line for line in said)
 
 
 def _tree_digest() -> str:
@@ -390,3 +392,49 @@ def test_after_a_run_only_the_survivors_are_classified(tmp_path, monkeypatch):
         runner.close()
     assert asked == ["survivor"]
     assert stored[survivor.key].outcome == "equivalent" and stored[killed.key].outcome == "killed"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_names_each_phase_once_and_knows_no_time_left_before_a_step_ends():
+    stream = io.StringIO()
+    progress = ProgressPrinter(stream)
+    for done in range(4):
+        progress("baseline", done, 3)
+    for total in (2, 1):  # classification reports a file at a time
+        for done in range(total + 1):
+            progress("compile", done, total)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == f"kmut: {PHASES['baseline']}"
+    assert lines[1] == "baseline: 0/3 cases (time left unknown until one finishes)"
+    assert lines[2].startswith("baseline: 1/3 cases (") and lines[2].endswith(" s left)")
+    assert lines[4].startswith("baseline: 3/3 cases (done in ")
+    assert lines[5] == "kmut: classify by compiled code (offline sm_90 compile, no GPU needed)"
+    assert stream.getvalue().count("kmut: ") == 2
+    assert [line.split(" (")[0] for line in lines[6:]] == [
+        "compile: 0/2 mutants", "compile: 1/2 mutants", "compile: 2/2 mutants", "compile: 0/1 mutants",
+        "compile: 1/1 mutants"]
+
+
+def test_progress_on_a_terminal_is_a_bar_per_phase():
+    terminal = _Terminal()
+    progress = ProgressPrinter(terminal)
+    for done in range(5):
+        progress("mutants", done, 4)
+    text = terminal.getvalue()
+    assert text.startswith(f"kmut: {PHASES['mutants']}\n")
+    assert "\r" in text and "mutants: 100%" in text and "4/4" in text
+    assert text.endswith("\n")  # the finished bar is left on its own line
+
+
+def test_the_baseline_reports_progress_per_case(tmp_path):
+    calls = []
+    runner = _runner(tmp_path, smoke(), progress=lambda *call: calls.append(call))
+    try:
+        runner.baseline()
+    finally:
+        runner.close()
+    assert [call for call in calls if call[0] == "baseline"] == [("baseline", done, 3) for done in range(4)]

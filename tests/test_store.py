@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from mutants.store import SCHEMA_VERSION, Result, Scope, Store, StoreError
+from mutants.store import SCHEMA_VERSION, Result, Scope, Store, StoreError, default_store_path
 
 SCOPE = Scope("smoke", "d1g35t", "first-kill", "cpu")
 
@@ -90,3 +90,20 @@ def test_a_file_that_is_not_sqlite_or_cannot_be_created_is_a_store_error(tmp_pat
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(StoreError, match="a-file/results.sqlite: cannot open the result store"):
         Store(tmp_path / "a-file" / "results.sqlite")
+
+
+def test_the_store_is_in_the_project_when_it_can_be_written_else_in_the_users_cache(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    assert default_store_path(project) == project / ".mutants" / "results.sqlite"
+    read_only = tmp_path / "not-a-folder-kmut-can-write"  # absent: nothing can be written there
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_store_path(read_only) == tmp_path / "xdg" / "kmut" / "results.sqlite"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert default_store_path(read_only) == tmp_path / "home" / ".cache" / "kmut" / "results.sqlite"
+
+
+def test_the_compile_cache_lives_beside_the_store(tmp_path):
+    store = Store(tmp_path / "elsewhere" / "x.sqlite")
+    assert store.compile_cache == tmp_path / "elsewhere" / "compile-cache"

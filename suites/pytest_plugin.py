@@ -1,0 +1,124 @@
+"""The pytest plugin of the paged MQA suites.
+
+- ``--suite`` and ``--device``: which cases run, and where; a wrong device is a usage error;
+- a report header that says how to reproduce the run (suite, device, torch and Triton);
+- every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
+  for ``pytest -n N --dist loadgroup``;
+- ``--kmut``: once the tests pass, the suite's mutation score, computed by ``kmut run``, as a
+  section of the session's summary; ``--kmut-fail-under PCT`` fails the session below PCT.
+
+Installed, the package registers this module through its ``pytest11`` entry point, named
+like the module; from a source checkout the repository's conftest.py loads it by that name
+too, and pytest registers a plugin name once.
+"""
+
+import contextlib
+import io
+
+import kernel  # noqa: F401  (selects Triton's CPU interpreter before anything imports triton)
+import pytest
+import torch
+
+from mutants.cli import EXIT_OK, main, percentage
+from mutants.mutant import MUTANT_SETS
+from suites.cases import SUITES, suite
+from suites.runnable import resolve_device
+
+DEVICE = pytest.StashKey[str]()
+KMUT_SUMMARY = pytest.StashKey[list]()
+KMUT_OPTIONS = ("kmut_mutants", "kmut_only", "kmut_fail_under")
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("paged-mqa", "fp8 paged MQA logits suites")
+    group.addoption("--suite", dest="suite", default="curated", choices=sorted(SUITES),
+                    help="case suite to run: curated (default), exhaustive (the nightly sweep) or smoke"
+                         " (three quick cases)")
+    group.addoption("--device", dest="device", default=None,
+                    help="torch device for the op: cpu (through Triton's interpreter), cuda or cuda:N"
+                         " (default: cuda when available, else cpu)")
+    group = parser.getgroup("kmut", "the suite's mutation score (kmut)")
+    group.addoption("--kmut", dest="kmut", action="store_true",
+                    help="once the tests pass, score the selected suite against mutants as `kmut run`"
+                         " does (results kept in kmut's store) and report the score")
+    group.addoption("--kmut-mutants", dest="kmut_mutants", default=None, choices=MUTANT_SETS, metavar="SET",
+                    help=f"which mutants --kmut runs: {', '.join(MUTANT_SETS)} (default: catalog)")
+    group.addoption("--kmut-only", dest="kmut_only", default=None, metavar="ID,...",
+                    help="only these mutants of the set (as `kmut list` prints them)")
+    group.addoption("--kmut-fail-under", dest="kmut_fail_under", type=percentage, default=None, metavar="PCT",
+                    help="fail the session when the mutation score is below PCT percent")
+
+
+def pytest_configure(config):
+    try:
+        config.stash[DEVICE] = resolve_device(config.getoption("device"))
+    except ValueError as error:
+        raise pytest.UsageError(f"--device {error}") from None
+    given = [name for name in KMUT_OPTIONS if config.getoption(name) is not None]
+    if given and not config.getoption("kmut"):
+        raise pytest.UsageError(f"--{given[0].replace('_', '-')} needs --kmut")
+
+
+def pytest_report_header(config):
+    import triton
+
+    device = config.stash[DEVICE]
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "Triton CPU interpreter"
+    return [
+        f"paged-mqa: suite={config.getoption('suite')} device={device} ({name})",
+        f"paged-mqa: torch {torch.__version__}, triton {triton.__version__}",
+    ]
+
+
+def pytest_generate_tests(metafunc):
+    if "case" in metafunc.fixturenames:
+        cases = suite(metafunc.config.getoption("suite"))
+        # with `pytest -n N --dist loadgroup` each compiled kernel is built by one worker only
+        metafunc.parametrize("case", [
+            pytest.param(c, id=c.id, marks=pytest.mark.xdist_group("kernel-" + "-".join(map(str, c.compile_key))))
+            for c in cases
+        ])
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig) -> str:
+    return pytestconfig.stash[DEVICE]
+
+
+def kmut_arguments(config) -> list[str]:
+    """The `kmut run` command line that ``--kmut`` and its options stand for."""
+    arguments = ["run", "--suite", config.getoption("suite"), "--device", torch.device(config.stash[DEVICE]).type,
+                 "--mutants", config.getoption("kmut_mutants") or "catalog", "--quiet"]
+    if config.getoption("kmut_only"):
+        arguments += ["--only", config.getoption("kmut_only")]
+    if config.getoption("kmut_fail_under") is not None:
+        arguments += ["--fail-under", f"{config.getoption('kmut_fail_under'):g}"]
+    return arguments
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if not config.getoption("kmut") or hasattr(config, "workerinput") or config.getoption("collectonly"):
+        return
+    command = " ".join(["kmut", *kmut_arguments(config)])
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        config.stash[KMUT_SUMMARY] = [f"not run: the tests did not pass, and a mutation score needs a suite"
+                                      f" that passes ({command})"]
+        return
+    table = io.StringIO()
+    with contextlib.redirect_stdout(table):
+        code = main(kmut_arguments(config))
+    config.stash[KMUT_SUMMARY] = [command, *table.getvalue().splitlines()]
+    if code != EXIT_OK:
+        config.stash[KMUT_SUMMARY].append(f"kmut exited with {code} (`kmut --help` lists the exit codes):"
+                                          " the session fails")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    lines = config.stash.get(KMUT_SUMMARY, None)
+    if lines is None:
+        return
+    terminalreporter.write_sep("=", "kmut: the suite's mutation score")
+    for line in lines:
+        terminalreporter.write_line(line)

@@ -1,0 +1,108 @@
+"""The suites' pytest plugin: its options from any folder, installed or not, registered once,
+a wrong device as one usage line, and `--kmut` scoring the suite within a test session.
+
+Each test runs pytest in a fresh process. From a folder outside the repository, an
+uninstalled checkout needs the plugin named (`-p suites.pytest_plugin`, with the checkout on
+PYTHONPATH); an installed package brings it through its `pytest11` entry point. The second is
+shown here by a distribution folder that declares pyproject.toml's entry point.
+"""
+
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+import torch
+
+from mutants.mutant import PROJECT_ROOT
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these sessions run on the CPU interpreter")
+
+PLUGIN = "suites.pytest_plugin"
+SMOKE_CASES = 3
+
+
+def _pytest(*args, cwd, python_path=(PROJECT_ROOT,), timeout=300):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, python_path))}
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _installed_entry_point(tmp_path):
+    """A folder holding a distribution that declares the package's pytest11 entry points."""
+    entry_points = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
+    site = tmp_path / "site"
+    dist_info = site / "paged_mqa_plugin_probe-0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: paged-mqa-plugin-probe\nVersion: 0\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in entry_points.items())
+    (dist_info / "entry_points.txt").write_text(f"[pytest11]\n{lines}")
+    return site
+
+
+def test_suite_options_work_from_another_folder_when_the_plugin_is_named(tmp_path):
+    collected = _pytest("-p", PLUGIN, "--pyargs", "suites.test_logits", "--suite", "smoke", "--collect-only", "-q",
+                        cwd=tmp_path)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert f"{SMOKE_CASES} tests collected" in collected.stdout
+    helped = _pytest("-p", PLUGIN, "--help", cwd=tmp_path)
+    assert "--suite={curated,exhaustive,smoke}" in helped.stdout and "smoke (three quick cases)" in helped.stdout
+
+
+def test_the_entry_point_registers_the_plugin_once_installed_or_from_the_checkout(tmp_path):
+    site = _installed_entry_point(tmp_path)
+    elsewhere = _pytest("--pyargs", "suites.test_logits", "--suite", "smoke", "--collect-only", "-q",
+                        cwd=tmp_path, python_path=(site, PROJECT_ROOT))
+    assert elsewhere.returncode == 0, elsewhere.stdout + elsewhere.stderr
+    assert f"{SMOKE_CASES} tests collected" in elsewhere.stdout
+    # from the checkout the conftest names the plugin as well: still one registration
+    checkout = _pytest("suites/test_logits.py", "--suite", "smoke", "--collect-only", "-q",
+                       cwd=PROJECT_ROOT, python_path=(site, PROJECT_ROOT))
+    assert checkout.returncode == 0, checkout.stdout + checkout.stderr
+    assert f"{SMOKE_CASES} tests collected" in checkout.stdout
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--device", "tpu"], "ERROR: --device tpu: not a device the op runs on (cpu, cuda or cuda:N)"),
+    (["--device", "cuda"], "ERROR: --device cuda: no such CUDA device is visible (0 visible)"),
+    (["--kmut-fail-under", "90"], "ERROR: --kmut-fail-under needs --kmut"),
+])
+def test_a_wrong_option_is_one_usage_line(args, error):
+    result = _pytest(*args, "suites/test_logits.py", "--collect-only", "-q", cwd=PROJECT_ROOT)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.strip().splitlines() == [error]
+
+
+PROBE = """
+def test_case_is_a_record(case, device):
+    assert case.id and device == "cpu"
+"""
+
+
+def test_kmut_scores_the_suite_and_fails_the_session_below_the_threshold(tmp_path):
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    kmut = ["--suite", "smoke", "--kmut", "--kmut-mutants", "catalog",
+            "--kmut-only", "causal-off-by-one,context-bound-off-by-one"]  # smoke has no input edit: 1 of 2 killed
+    below = _pytest("-p", PLUGIN, *kmut, "--kmut-fail-under", "100", cwd=tmp_path)
+    assert below.returncode == pytest.ExitCode.TESTS_FAILED, below.stdout + below.stderr
+    summary = below.stdout.split("kmut: the suite's mutation score")[1]
+    assert f"{SMOKE_CASES} passed" in below.stdout
+    assert "score: 50.0% (1 killed of 2" in summary and "survived: context-bound-off-by-one" in summary
+    assert "kmut exited with 1" in summary
+    # the store and the compile cache are in .mutants/ of the folder the session ran in
+    assert (tmp_path / ".mutants" / "results.sqlite").is_file()
+    assert any((tmp_path / ".mutants" / "compile-cache").iterdir())
+    met = _pytest("-p", PLUGIN, *kmut, "--kmut-fail-under", "50", cwd=tmp_path)  # resumed from the store
+    assert met.returncode == pytest.ExitCode.OK, met.stdout + met.stderr
+    assert "score: 50.0%" in met.stdout
+
+
+def test_kmut_does_not_score_a_suite_that_fails(tmp_path):
+    (tmp_path / "test_probe.py").write_text(PROBE.replace('device == "cpu"', 'device == "no such device"'))
+    result = _pytest("-p", PLUGIN, "--suite", "smoke", "--kmut", cwd=tmp_path)
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED
+    assert "not run: the tests did not pass" in result.stdout
+    assert not (tmp_path / ".mutants").exists()
