@@ -349,6 +349,10 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
+    # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
+    # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
+    InputEdit("num_warps-splitting-a-next-n-slot", "num_warps", ValueError, _keywords(num_warps=8),
+              bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
 ]}
 
