@@ -242,7 +242,8 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
     project.mkdir()
     monkeypatch.chdir(project)
     store = tmp_path / "elsewhere" / "x.sqlite"
-    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--store", str(store), "--quiet"]
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--store", str(store), "--quiet",
+            "--classify", "before"]
     assert cli.main(args) == cli.EXIT_OK
     assert caches == [tmp_path / "elsewhere" / "compile-cache"]
     assert not (project / ".mutants").exists()

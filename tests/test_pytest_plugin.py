@@ -92,9 +92,9 @@ def test_kmut_scores_the_suite_and_fails_the_session_below_the_threshold(tmp_pat
     assert f"{SMOKE_CASES} passed" in below.stdout
     assert "score: 50.0% (1 killed of 2" in summary and "survived: context-bound-off-by-one" in summary
     assert "kmut exited with 1" in summary
-    # the store and the compile cache are in .mutants/ of the folder the session ran in
+    # the store is in .mutants/ of the folder the session ran in (on the CPU only surviving
+    # device mutants are compiled, after the run: none here, so no compile cache yet)
     assert (tmp_path / ".mutants" / "results.sqlite").is_file()
-    assert any((tmp_path / ".mutants" / "compile-cache").iterdir())
     met = _pytest("-p", PLUGIN, *kmut, "--kmut-fail-under", "50", cwd=tmp_path)  # resumed from the store
     assert met.returncode == pytest.ExitCode.OK, met.stdout + met.stderr
     assert "score: 50.0%" in met.stdout
