@@ -232,6 +232,11 @@ def _fewest_heads(inputs: OpInputs) -> int:
     return max(1, KERNEL_MIN_QUERY_ROWS // _padded_next_n(inputs))
 
 
+def _one_next_n_slot(inputs: OpInputs) -> bool:
+    """With one next_n slot, 8 warps on the default 64-token tile split its heads."""
+    return inputs.q.shape[1] == 1
+
+
 def _has_next_n_lens(inputs: OpInputs) -> bool:
     return inputs.next_n_lens is not None
 
@@ -352,7 +357,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
     InputEdit("num_warps-splitting-a-next-n-slot", "num_warps", ValueError, _keywords(num_warps=8),
-              bases=("smallest",)),
+              _one_next_n_slot, bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
 ]}
 
