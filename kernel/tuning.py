@@ -52,11 +52,15 @@ def resolve_tuning(
         num_splits = _default_splits(dims, device, block_n)
     elif not _positive_int(num_splits):
         raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
+    warp_choices = _warp_choices(block_n, next_n_pad)
     if num_warps is None:
-        num_warps = 4 if rows <= 128 else 8
-    elif num_warps not in _warp_choices(block_n, next_n_pad):
+        # more warps only where the query rows fill them without splitting a next_n slot
+        num_warps = 8 if rows > 128 and 8 in warp_choices else 4
+        if num_warps not in warp_choices:  # the default obeys the rule a caller's count does
+            raise RuntimeError(f"tuning: the default num_warps={num_warps} is not one of {warp_choices}")
+    elif num_warps not in warp_choices:
         raise ValueError(
-            f"num_warps: expected one of {_warp_choices(block_n, next_n_pad)} with block_n={block_n} and "
+            f"num_warps: expected one of {warp_choices} with block_n={block_n} and "
             f"next_n={dims.next_n} (whole warp groups, each warp's MMA columns whole next_n slots), "
             f"got {num_warps!r}"
         )

@@ -8,6 +8,7 @@ import torch
 
 import kernel
 from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
+from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, suite
 from suites.check import build_inputs, check_case
@@ -160,3 +161,17 @@ def test_a_case_with_no_knob_calls_the_op_twice():
     calls.clear()
     check_case(replace(untuned, num_stages=3), counted)
     assert [kw.get("num_stages") for kw in calls] == [3, 3, None]
+
+
+def test_the_default_warp_count_obeys_the_rule_a_callers_count_does():
+    """With one next_n slot and many heads the query rows exceed 128, yet 8 warps would split
+    the slot's heads across warps: the default stays at 4, a count every layout accepts."""
+    from kernel.tuning import _warp_choices, resolve_tuning
+
+    for heads, next_n in ((32, 1), (64, 1), (256, 1), (64, 3), (32, 8), (64, 8)):
+        dims = Dims(2, next_n, heads, 128, 64, num_blocks=4, max_blocks=2)
+        tuning = resolve_tuning(dims, torch.device("cpu"), False, 1, None, None, None)
+        assert tuning.num_warps in _warp_choices(tuning.block_n, tuning.next_n_pad), (heads, next_n)
+    wide = resolve_tuning(Dims(2, 8, 64, 128, 64, num_blocks=4, max_blocks=2), torch.device("cpu"), False, 1,
+                          None, None, None)
+    assert wide.num_warps == 8
