@@ -3,7 +3,6 @@
 import json
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 REPORT_SCHEMA = Path(__file__).parent / "data" / "mutation-testing-report-schema-3.8.4.json"
@@ -13,6 +12,8 @@ REPORT_SCHEMA = Path(__file__).parent / "data" / "mutation-testing-report-schema
 def schema_errors():
     """A function: the messages of every way a report breaks the mutation-testing-elements
     schema, empty for a valid report."""
+    import jsonschema  # only the report tests need it; other tests run where it is missing
+
     validator = jsonschema.Draft7Validator(json.loads(REPORT_SCHEMA.read_text()))
 
     def errors(report: dict) -> list[str]:
