@@ -201,3 +201,18 @@ def test_a_hanging_compiler_times_out(targets, tmp_path):
     (outcome,) = compile_source(hangs, targets, cache_dir=tmp_path, timeout=3)
     assert not outcome.ok and outcome.error.startswith("timeout")
     assert not list(tmp_path.iterdir()), "a timeout must not be cached"
+
+
+def test_cases_that_share_a_launch_signature_share_their_compile_targets():
+    """compile_targets plans one case per launch signature: on curated, that must give the
+    targets of planning every case's every launch."""
+    import kernel
+    from suites.runnable import launch_signature, launches, suite_cases
+
+    cases = suite_cases("curated")
+    by_signature: dict = {}
+    for case in cases:
+        keys = {compiled.target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords)).key
+                for inputs, keywords in launches(case)}
+        assert by_signature.setdefault(launch_signature(case), keys) == keys, case.id
+    assert {t.key for t in compile_targets(cases, device="cpu")} == set().union(*by_signature.values())
