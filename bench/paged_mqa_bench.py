@@ -5,8 +5,9 @@
 First measures the device-to-device copy bandwidth (bytes read plus bytes written), then
 times each shape's kernel and a straightforward vectorized-torch implementation (what a
 user would write), with the L2 flushed before every rep and the inputs rotated. The floor
-of a shape is the bytes it must move over that bandwidth:
-``sum(ctx) * (D + 4) + q + weights + logits written``.
+of a shape is the bytes the kernel moves (the model of its work in ``kernel/work.py``: every
+key tile and scale of the context, the query rows and weights once per program, every logit
+written once) over that bandwidth.
 """
 
 import argparse
@@ -76,10 +77,13 @@ def build(shape: Shape, seed: int, device) -> OpInputs:
     )
 
 
-def bytes_moved(inputs: OpInputs) -> int:
-    batch, next_n, heads, head_dim = inputs.q.shape
-    kv = int(inputs.context_lens.sum()) * (head_dim + 4)
-    return kv + inputs.q.numel() + inputs.weights.numel() * 4 + batch * next_n * inputs.max_model_len * 4
+def bytes_moved(inputs: OpInputs, tuning: dict) -> int:
+    """What the kernel moves for ``inputs`` called with ``tuning``: the model of its work
+    (``kernel/work.py``) that the CPU suites hold every launch to."""
+    from kernel import plan_launch
+    from kernel.work import launch_work
+
+    return launch_work(plan_launch(*inputs.op_args(), **inputs.op_kwargs(), validate=False, **tuning)).bytes_moved()
 
 
 def torch_paged_mqa_logits(inputs: OpInputs) -> torch.Tensor:
@@ -139,7 +143,7 @@ def run(shapes, device, with_torch: bool = True) -> dict:
     rows = []
     for shape in shapes:
         inputs = [build(shape, seed, device) for seed in range(ROTATIONS)]
-        moved = bytes_moved(inputs[0])
+        moved = bytes_moved(inputs[0], shape.tuning)
         outs = [torch.empty(i.q.shape[0] * i.q.shape[1], i.max_model_len, device=device) for i in inputs]
         calls = [
             (lambda i=i, o=o: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), out=o, validate=False, **shape.tuning))

@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     for name in args.shapes:
         shape = known[name]
         inputs = [build(shape, seed, device) for seed in range(ROTATIONS)]
-        moved = bytes_moved(inputs[0])
+        moved = bytes_moved(inputs[0], shape.tuning)
         reference = None
         results = []
         for block_n, warps, stages, splits in itertools.product(args.block_n, args.num_warps, args.num_stages,

@@ -246,6 +246,37 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(right=cst.Integer("16")),
     ),
     Bug(
+        name="split-runs-to-context-end",
+        description="every split computes from its first tile to the end of the context, not to the next"
+                    " split's first: the same values, up to splits times the key traffic",
+        exposed_by=Exposure("several splits with tiles each (the interpreter's work accounting)",
+                            _logits(lambda c: bool(c.splits) and c.splits > 1
+                                    and any(t > -(-t // c.splits) for t in _tiles(c)))),
+        site=_call("minimum") & m.Call(args=[m.Arg(_names("tile_begin", "tiles_per_split")),
+                                             m.Arg(m.Name("context_tiles"))]),
+        mutate=_keep_arg(1),
+    ),
+    Bug(
+        name="fill-walks-past-the-row",
+        description="the -inf fill counts its tiles from the row's start, not the context's end: its"
+                    " last tiles lie past max_model_len, stores masked off but issued",
+        exposed_by=Exposure("any context (the interpreter's work accounting counts masked stores)",
+                            _logits(lambda c: True)),
+        site=m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles")),
+        mutate=lambda node: node.left,
+    ),
+    Bug(
+        name="next-n-padded-twice-over",
+        description="next_n padded to the power of two above it, not the least one at or above it: more"
+                    " masked query rows and MMA columns, the same values",
+        exposed_by=Exposure("next_n a power of two (the interpreter's work accounting)",
+                            _logits(lambda c: c.next_n & (c.next_n - 1) == 0)),
+        site=m.BinaryOperation(operator=m.LeftShift()),
+        mutate=lambda node: node.with_changes(right=_expr("n.bit_length()")),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
         name="int32-token-gather-offset",
         description="the per-token gather computes block offsets in 32 bits: a pool over 2 GiB wraps",
         exposed_by=Exposure("a pool over 2 GiB with a per-token gather (kv_block not a multiple of block_n)",

@@ -5,15 +5,20 @@ Checks, in order: the -inf mask exactly and every finite cell (``compare_logits`
 written past ``max_model_len`` into a caller's strided ``out``; the two runs (a fresh output
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
-the result). On the CPU interpreter every load and store is also bounds checked.
+the result). On the CPU interpreter every load and store is also bounds checked, and
+every launch's loads, stores and dot FLOPs are held to the model of its work
+(``kernel/work.py``): a change that only does more work fails there.
 """
 
-import contextlib
+from contextlib import contextmanager
+from dataclasses import fields
 
 import torch
 
+from kernel.work import Work, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.memory_guard import interpreter_bounds_checked
+from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import OVER_2GIB, Case
 
 GUARD_COLUMNS = 7
@@ -49,8 +54,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     backing = torch.full((rows, max_model_len + GUARD_COLUMNS), float("nan"), device=device)
     caller_out = backing[:, :max_model_len]
 
-    interpreted = torch.device(device).type == "cpu"
-    with interpreter_bounds_checked() if interpreted else contextlib.nullcontext():
+    with interpreter_checked(device):
         fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
@@ -63,6 +67,29 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         raise AssertionError(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
+
+
+def measured_work(launch: MeteredLaunch) -> Work:
+    return Work(**{part.name: getattr(launch, part.name) for part in fields(Work)})
+
+
+class WorkMismatch(AssertionError):
+    """A launch loaded, stored or multiplied more or less than the model of its work."""
+
+
+@contextmanager
+def interpreter_checked(device: str | torch.device):
+    """On the CPU interpreter, every access inside the block bounds checked and, when the block
+    ends without an error, every launch's work held to the model; elsewhere nothing."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    with interpreter_bounds_checked(), metered() as launches:
+        yield
+    for number, launch in enumerate(launches, start=1):
+        mismatch = work_mismatch(measured_work(launch), kernel_work(launch.args))
+        if mismatch:
+            raise WorkMismatch(f"launch {number} of {len(launches)}: {mismatch}")
 
 
 def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -> None:

@@ -7,15 +7,13 @@ exhaustive suites hold both, so validation and the launcher are held to the cont
 the kernel is; the smoke suite only logits cases.
 """
 
-import contextlib
 from dataclasses import replace
 
 import torch
 
 from oracle import OpInputs
-from oracle.memory_guard import interpreter_bounds_checked
 from suites.cases import Case, suite
-from suites.check import GUARD_COLUMNS, build_inputs, check_case
+from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase}
@@ -60,8 +58,7 @@ def check(case, op, device: str | torch.device) -> None:
     if isinstance(case, Case):
         check_case(case, op, device)
         return
-    interpreted = torch.device(device).type == "cpu"
-    with interpreter_bounds_checked() if interpreted else contextlib.nullcontext():
+    with interpreter_checked(device):
         check_rejection(case, op, device)
 
 

@@ -6,6 +6,7 @@ import torch
 
 from kernel import fp8_paged_mqa_logits
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, is_readable, rejection_cases
+from suites.runnable import check
 
 CASES = rejection_cases()
 REJECTED = [c for c in CASES if EDITS[c.edit].error is not None]
@@ -18,7 +19,7 @@ def _ids(cases):
 
 @pytest.mark.parametrize("rejection", CASES, ids=_ids(CASES))
 def test_contract(rejection, device):
-    check_rejection(rejection, fp8_paged_mqa_logits, device)
+    check(rejection, fp8_paged_mqa_logits, device)
 
 
 def test_cases_are_records():

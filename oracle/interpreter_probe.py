@@ -1,0 +1,113 @@
+"""What Triton's CPU interpreter does, shown to observers: every launch, memory access and dot.
+
+The interpreter runs a kernel's loads, stores and dots as numpy calls on host memory. Inside
+``observing(observer)`` those calls are patched once, however many observers are nested,
+and each observer sees:
+
+- ``launch(args, grid)``: before a kernel's first program runs, its arguments by name (the
+  host copies the programs read) and its grid;
+- ``access(kind, addresses, live, width)``: before a ``"load"`` or ``"store"`` happens, the
+  byte address of every lane (a flat ``uint64`` array), which lanes the mask lets through,
+  and the width of one element in bytes;
+- ``dot(m, k, n)``: a ``tl.dot`` of an ``m x k`` and a ``k x n`` operand.
+
+An observer may raise to stop the access before it happens.
+"""
+
+from contextlib import contextmanager
+
+import numpy as np
+
+_observers: list = []
+_originals: dict = {}
+
+
+@contextmanager
+def observing(observer):
+    if not _observers:
+        _patch()
+    _observers.append(observer)
+    try:
+        yield observer
+    finally:
+        _observers.remove(observer)
+        if not _observers:
+            _restore()
+
+
+def view_extent(tensor) -> tuple[int, int]:
+    """[first byte, one past the last byte] that the view ``tensor`` can address."""
+    if tensor.numel() == 0:
+        return tensor.data_ptr(), tensor.data_ptr()
+    low = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride < 0)
+    high = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride > 0)
+    return tensor.data_ptr() + low * tensor.element_size(), tensor.data_ptr() + (high + 1) * tensor.element_size()
+
+
+def argument_spans(args: dict) -> list[tuple[int, int, str]]:
+    """[first byte, one past the last byte, name] of every tensor among a launch's ``args``."""
+    return [(*view_extent(value), name) for name, value in args.items() if hasattr(value, "untyped_storage")]
+
+
+def _patch() -> None:
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    executor = interpreter.GridExecutor
+    _originals.update(
+        init_args=executor._init_args_hst,
+        set_grid_dim=builder.set_grid_dim,
+        load=builder.create_masked_load,
+        store=builder.create_masked_store,
+        dot=builder.create_dot,
+    )
+    pending_args: dict = {}
+
+    def init_args(self, args_dev, kwargs):
+        args_hst, kwargs_hst = _originals["init_args"](self, args_dev, kwargs)
+        pending_args.clear()
+        pending_args.update(zip(self.arg_names, args_hst), **kwargs_hst)
+        return args_hst, kwargs_hst
+
+    def set_grid_dim(nx, ny, nz):
+        for observer in list(_observers):
+            observer.launch(dict(pending_args), (nx, ny, nz))
+        return _originals["set_grid_dim"](nx, ny, nz)
+
+    def announce(kind, ptrs, mask):
+        shape = np.broadcast_shapes(ptrs.data.shape, mask.data.shape)
+        addresses = np.broadcast_to(ptrs.data, shape).astype(np.uint64).ravel()
+        live = np.broadcast_to(mask.data, shape).ravel()
+        width = interpreter._get_np_dtype(ptrs.get_element_ty()).itemsize
+        for observer in list(_observers):
+            observer.access(kind, addresses, live, width)
+
+    def load(ptrs, mask, other, *args):
+        announce("load", ptrs, mask)
+        return _originals["load"](ptrs, mask, other, *args)
+
+    def store(ptrs, value, mask, *args):
+        announce("store", ptrs, mask)
+        return _originals["store"](ptrs, value, mask, *args)
+
+    def dot(a, b, d, *args):
+        (m, k), n = a.data.shape[-2:], b.data.shape[-1]
+        for observer in list(_observers):
+            observer.dot(m, k, n)
+        return _originals["dot"](a, b, d, *args)
+
+    executor._init_args_hst = init_args
+    builder.set_grid_dim = set_grid_dim
+    builder.create_masked_load = load
+    builder.create_masked_store = store
+    builder.create_dot = dot
+
+
+def _restore() -> None:
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    interpreter.GridExecutor._init_args_hst = _originals["init_args"]
+    for name in ("set_grid_dim", "create_masked_load", "create_masked_store", "create_dot"):
+        del builder.__dict__[name]
+    _originals.clear()

@@ -1,0 +1,67 @@
+"""Work accounting on Triton's CPU interpreter: what each kernel launch loads, stores and
+multiplies.
+
+Inside ``metered()`` every launch gets a ``MeteredLaunch``: its arguments by name, its grid,
+and per pointer argument the bytes its loads and stores move (lanes the mask lets through)
+and address (every lane), and the FLOPs of its dots (``2 * m * k * n`` each). An access is
+booked to the argument its first live lane falls in; an access with no live lane to the
+argument whose memory starts closest below its first lane. Arguments that alias the same
+memory are booked to the first of them.
+"""
+
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from oracle.interpreter_probe import argument_spans, observing
+
+
+@dataclass
+class MeteredLaunch:
+    args: dict
+    grid: tuple
+    read: Counter = field(default_factory=Counter)
+    written: Counter = field(default_factory=Counter)
+    read_addressed: Counter = field(default_factory=Counter)
+    written_addressed: Counter = field(default_factory=Counter)
+    dot_flops: int = 0
+
+
+class _Meter:
+    def __init__(self):
+        self.launches: list[MeteredLaunch] = []
+        self.spans: list[tuple[int, int, str]] = []
+
+    def launch(self, args: dict, grid) -> None:
+        self.launches.append(MeteredLaunch(args, tuple(grid)))
+        self.spans = argument_spans(args)
+
+    def access(self, kind, addresses, live, width) -> None:
+        if not addresses.size or not self.launches:
+            return
+        current = self.launches[-1]
+        moved, addressed = (current.read, current.read_addressed) if kind == "load" else \
+            (current.written, current.written_addressed)
+        live_count = int(live.sum())
+        name = self._owner(int(addresses[live][0]) if live_count else int(addresses[0]))
+        moved[name] += live_count * width
+        addressed[name] += addresses.size * width
+
+    def dot(self, m, k, n) -> None:
+        if self.launches:
+            self.launches[-1].dot_flops += 2 * m * k * n
+
+    def _owner(self, address: int) -> str:
+        for low, high, name in self.spans:
+            if low <= address < high:
+                return name
+        below = [(low, name) for low, _, name in self.spans if low <= address]
+        return max(below)[1] if below else "(below every argument)"
+
+
+@contextmanager
+def metered():
+    """Yields the list that collects a ``MeteredLaunch`` per kernel launch inside the block."""
+    meter = _Meter()
+    with observing(meter):
+        yield meter.launches

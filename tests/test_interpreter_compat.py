@@ -1,0 +1,15 @@
+"""Which Triton and numpy pairs can interpret the kernel on the CPU, said before a case fails."""
+
+from kernel import interpreter_incompatibility
+
+
+def test_triton_3_6_with_numpy_2_4_is_refused_in_one_line():
+    why = interpreter_incompatibility("3.6.0", "2.4.6")
+    assert why is not None and "\n" not in why
+    assert why.startswith("kernel: Triton 3.6.0's CPU interpreter cannot run with numpy 2.4.6")
+
+
+def test_pairs_that_run_are_let_through():
+    assert interpreter_incompatibility("3.6.0", "2.3.5") is None
+    assert interpreter_incompatibility("3.9.0", "2.4.6") is None
+    assert interpreter_incompatibility("3.10.0+git1234", "2.5.0rc1") is None
