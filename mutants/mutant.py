@@ -97,16 +97,23 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
 
 def select_mutants(which: str, root: Path = PROJECT_ROOT) -> list[Mutant]:
     """One of `MUTANT_SETS`: ``catalog``; ``generic``, ``gpu`` or ``operators`` (both);
-    ``device`` or ``host`` (every operator, on that side's code only); ``all``."""
+    ``device`` or ``host`` (every operator, on that side's code only); ``all``. A mutant that
+    leaves the code exactly as an earlier one does (two operators, one edit) is left out: it
+    is the same mutant, and counting it twice would weigh its outcome twice."""
     from mutants.catalog import catalog_mutants
 
     if which == "catalog":
         return catalog_mutants(root)
     if which == "all":
-        return catalog_mutants(root) + operator_mutants(ALL_OPERATORS, (DEVICE, HOST), root)
+        return distinct(catalog_mutants(root) + operator_mutants(ALL_OPERATORS, (DEVICE, HOST), root))
     if which in OPERATOR_SETS:
-        return operator_mutants(*OPERATOR_SETS[which], root)
+        return distinct(operator_mutants(*OPERATOR_SETS[which], root))
     raise ValueError(f"unknown mutant set {which!r}; known: {', '.join(MUTANT_SETS)}")
+
+
+def distinct(mutants: list[Mutant]) -> list[Mutant]:
+    """``mutants`` without those whose mutated file equals an earlier one's."""
+    return list({mutant.key: mutant for mutant in reversed(mutants)}.values())[::-1]
 
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:

@@ -24,6 +24,10 @@ from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 SENTINEL = 1234.5
 # the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
 KERNEL_MIN_QUERY_ROWS = 16
+# the longest max_model_len the op takes (its token positions are int32 and rounded up to tiles)
+CONTRACT_MAX_MODEL_LEN = 2**30
+# tokens past which a block table's capacity no longer fits an int32
+INT32_TOKENS = 2**31
 
 
 @dataclass
@@ -93,7 +97,22 @@ def _max_model_len(value: Callable[[OpInputs], object], *, pass_out: bool = True
 
 
 def _not_a_tensor(tensor: torch.Tensor):
-    return tensor.detach().cpu().float().numpy()
+    """The values as nested lists: no dtype, no shape, nothing a check of tensors could read."""
+    return tensor.detach().cpu().tolist()
+
+
+def _one_sequence_of_wide_blocks(inputs: OpInputs) -> bool:
+    """Where a table of 2**31 tokens' capacity stays under 200 MB."""
+    return _batch(inputs) == 1 and inputs.kv_cache.shape[1] >= 48
+
+
+def _table_past_int32_tokens(inputs: OpInputs) -> Call:
+    """The block table widened until its capacity (columns x KVB) passes 2**31 tokens, every
+    new entry a valid block id: sizes computed in int32 wrap there."""
+    columns = INT32_TOKENS // inputs.kv_cache.shape[1] + 1
+    table = inputs.block_table
+    table = torch.cat([table, table[:, -1:].expand(-1, columns - table.shape[1])], dim=1).contiguous()
+    return Call(replace(inputs, block_table=table))
 
 
 def _batch(inputs: OpInputs) -> int:
@@ -322,14 +341,18 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("max_model_len-bool", "max_model_len", TypeError, _max_model_len(lambda i: True)),
     InputEdit("max_model_len-past-int32-positions", "max_model_len", ValueError,
               _max_model_len(lambda i: 2**40, pass_out=False)),
+    InputEdit("max_model_len-one-past-its-bound", "max_model_len", ValueError,
+              _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
     InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
-              _blocks_not_multiple_of_16, bases=("small-kvb3",)),
+              _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
     # value ranges, at their boundaries
     _out_of_range("context_lens-past-max-model-len", "context_lens",
                   _context(lambda i, b: i.max_model_len + 1)),
     InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
     _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
+    InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
+              _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
     _out_of_range("context_lens-below-next-n", "context_lens",
                   _context(lambda i, b: _live_rows(i, b) - 1), bases=("small", "small-uniform")),
@@ -353,12 +376,14 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("unknown-keyword", "block_size", TypeError, _keywords(block_size=64)),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
+    InputEdit("num_splits-bool", "num_splits", ValueError, _keywords(num_splits=True)),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
     InputEdit("num_warps-splitting-a-next-n-slot", "num_warps", ValueError, _keywords(num_warps=8),
               _one_next_n_slot, bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
+    InputEdit("num_stages-float", "num_stages", ValueError, _keywords(num_stages=2.0)),
 ]}
 
 
@@ -411,6 +436,9 @@ BASES = {
     "small-preshuffle": {**SMALL, "preshuffle": True},
     "small-uniform": {**SMALL, "next_n_lens": None},
     "small-kvb3": {**SMALL, "kv_block": 3},
+    "small-kvb24": {**SMALL, "kv_block": 24},
+    "one-sequence-kvb64": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=64, preshuffle=False,
+                               context_lens=[100], max_model_len=128, next_n_lens=None),
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
     # every size at the least the contract allows: one sequence of one token, one block
     "smallest": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=1, preshuffle=False, context_lens=[1],

@@ -1,4 +1,5 @@
 import ast
+import dataclasses
 import io
 import re
 import textwrap
@@ -521,3 +522,16 @@ def test_floor_ceil_division_spells_the_ceiling_for_its_side():
     host = "def f(a, b):\n    " + body
     assert [p.after for p in mutation_points(device, FloorCeilDivision())] == ["tl.cdiv(a + 1, b)"]
     assert [p.after for p in mutation_points(host, FloorCeilDivision(), HOST_CODE)] == ["-(-(a + 1) // b)"]
+
+
+def test_an_edit_two_operators_make_is_one_mutant():
+    from mutants.mutant import distinct, operator_mutants, select_mutants
+
+    every_point = operator_mutants()
+    selected = select_mutants("operators")
+    assert len({m.key for m in selected}) == len(selected)
+    assert {m.key for m in selected} == {m.key for m in every_point}
+    assert len(selected) < len(every_point)  # two operators do make the same edit here
+    first = every_point[0]
+    twin = dataclasses.replace(first, id="another-operator-0", origin="another-operator")
+    assert distinct([first, twin, every_point[1]]) == [first, every_point[1]]
