@@ -26,8 +26,8 @@ SENTINEL = 1234.5
 KERNEL_MIN_QUERY_ROWS = 16
 # the longest max_model_len the op takes (its token positions are int32 and rounded up to tiles)
 CONTRACT_MAX_MODEL_LEN = 2**30
-# tokens past which a block table's capacity no longer fits an int32
-INT32_TOKENS = 2**31
+# counts (tokens, elements) past which an int32 wraps
+INT32_LIMIT = 2**31
 
 
 @dataclass
@@ -101,6 +101,22 @@ def _not_a_tensor(tensor: torch.Tensor):
     return tensor.detach().cpu().tolist()
 
 
+def _several_rows(inputs: OpInputs) -> bool:
+    return inputs.q.shape[0] * inputs.q.shape[1] >= 2
+
+
+def _out_rows_past_int32_elements(inputs: OpInputs) -> Call:
+    """The caller's out with rows so far apart that its last row starts past 2**31 elements:
+    an 8 GiB buffer of which only the rows are ever touched. Row offsets computed in int32
+    wrap there."""
+    rows = inputs.q.shape[0] * inputs.q.shape[1]
+    stride = -(-INT32_LIMIT // (rows - 1))
+    backing = torch.empty((rows - 1) * stride + inputs.max_model_len, device=inputs.q.device)
+    out = backing.as_strided((rows, inputs.max_model_len), (stride, 1))
+    out.fill_(SENTINEL)
+    return Call(inputs, {"out": out})
+
+
 def _one_sequence_of_wide_blocks(inputs: OpInputs) -> bool:
     """Where a table of 2**31 tokens' capacity stays under 200 MB."""
     return _batch(inputs) == 1 and inputs.kv_cache.shape[1] >= 48
@@ -109,7 +125,7 @@ def _one_sequence_of_wide_blocks(inputs: OpInputs) -> bool:
 def _table_past_int32_tokens(inputs: OpInputs) -> Call:
     """The block table widened until its capacity (columns x KVB) passes 2**31 tokens, every
     new entry a valid block id: sizes computed in int32 wrap there."""
-    columns = INT32_TOKENS // inputs.kv_cache.shape[1] + 1
+    columns = INT32_LIMIT // inputs.kv_cache.shape[1] + 1
     table = inputs.block_table
     table = torch.cat([table, table[:, -1:].expand(-1, columns - table.shape[1])], dim=1).contiguous()
     return Call(replace(inputs, block_table=table))
@@ -351,6 +367,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
                   _context(lambda i, b: i.max_model_len + 1)),
     InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
     _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
+    InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
