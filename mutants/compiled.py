@@ -54,6 +54,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -332,22 +333,37 @@ def _run_compiler(source: str, targets: list[CompileTarget], timeout: float) -> 
         compiler.close()
 
 
+class CompilesStopped(RuntimeError):
+    """A compile asked for after the run was interrupted."""
+
+
 class _Compiler:
     """A compiler process that serves one source after another (it imports torch and triton
     once), replaced when a source kills it or hangs it."""
+
+    COMMAND = (sys.executable, "-m", "mutants.compiled")
+    # Every compiler process running. Each has a session of its own, so Ctrl-C never reaches
+    # it: an interrupted run ends them all here, at once, instead of waiting for their compiles.
+    running: set = set()
+    running_lock = threading.Lock()
+    stopping = threading.Event()
 
     def __init__(self):
         self.process = None
 
     def _start(self) -> None:
+        if _Compiler.stopping.is_set():
+            raise CompilesStopped("no new compile: the run was interrupted")
         env = {**os.environ, **COMPILER_ENV}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mutants.compiled"], cwd=PROJECT_ROOT, env=env, start_new_session=True,
+            self.COMMAND, cwd=PROJECT_ROOT, env=env, start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
         )
+        with _Compiler.running_lock:
+            _Compiler.running.add(self.process)
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=_pump, args=(self.process.stdout, self.lines), daemon=True).start()
 
@@ -355,6 +371,8 @@ class _Compiler:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        with _Compiler.running_lock:
+            _Compiler.running.discard(self.process)
         self.stderr.close()
         self.process = None
 
@@ -405,6 +423,32 @@ class _Compiler:
             outcomes.append((Compiled(**message), True))
 
 
+def _stop_every_compile() -> None:
+    """Kill every compiler process and refuse new ones: the threads waiting on them return."""
+    _Compiler.stopping.set()
+    with _Compiler.running_lock:
+        processes = list(_Compiler.running)
+    for process in processes:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@contextmanager
+def _compile_pool(workers: int):
+    """A thread pool of compiles that an interrupt (Ctrl-C, or SIGTERM turned into one) ends
+    at once: queued compiles are dropped and running ones killed, not waited for."""
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_every_compile()
+        raise
+    pool.shutdown(wait=True)
+
+
 def _pump(stream, lines: queue.Queue) -> None:
     for line in stream:
         lines.put(line)
@@ -440,6 +484,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     """
     if not targets:
         raise ValueError("classify: no compile targets")
+    _Compiler.stopping.clear()
     targets = diverse_order(targets)
     reference = _compile_spread(original, targets, jobs, cache_dir, timeout)
     failed = [c for c in reference if not c.ok]
@@ -472,7 +517,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
 
     outcomes: dict[str, list[Compiled]] = {}
     try:
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        with _compile_pool(max(1, jobs)) as pool:
             futures = {pool.submit(until_different, source): source for source in by_source}
             done = 0
             for future in as_completed(futures):
@@ -523,7 +568,7 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
         finally:
             compiler.close()
 
-    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+    with _compile_pool(len(chunks)) as pool:
         outcomes = {source: outcome for part in pool.map(judge, chunks) for source, outcome in part.items()}
     total = suite_count + len(beyond)
     verdicts = {}
@@ -580,7 +625,7 @@ def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], tar
 def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout) -> list[Compiled]:
     """Every target of one source, split over ``jobs`` compiler processes."""
     chunks = [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
-    with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+    with _compile_pool(len(chunks)) as pool:
         results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout),
                                 chunks))
     by_key = {c.target: c for chunk in results for c in chunk}

@@ -5,6 +5,8 @@ configuration (one compile target) keeps the file fast.
 """
 
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,33 @@ def test_cases_that_share_a_launch_signature_share_their_compile_targets():
                 for inputs, keywords in launches(case)}
         assert by_signature.setdefault(launch_signature(case), keys) == keys, case.id
     assert {t.key for t in compile_targets(cases, device="cpu")} == set().union(*by_signature.values())
+
+
+def test_an_interrupt_ends_running_compiles_at_once_and_refuses_new_ones(monkeypatch):
+    """Compiler processes sit in sessions of their own, out of Ctrl-C's reach: without this a
+    run interrupted while classifying waited for every queued compile."""
+    monkeypatch.setattr(compiled._Compiler, "COMMAND", ("sleep", "60"))
+    compilers = [compiled._Compiler() for _ in range(2)]
+    both_running = threading.Barrier(3)
+
+    def compile_forever(compiler):
+        compiler._start()
+        both_running.wait()
+        try:
+            compiler.process.wait()
+        finally:
+            compiler._discard()
+
+    begun = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with compiled._compile_pool(2) as pool:
+            for compiler in compilers:
+                pool.submit(compile_forever, compiler)
+            both_running.wait(timeout=10)
+            raise KeyboardInterrupt
+    assert time.monotonic() - begun < 10
+    with pytest.raises(compiled.CompilesStopped):
+        compiled._Compiler()._start()
+    compiled._Compiler.stopping.clear()
+    time.sleep(0.5)
+    assert not compiled._Compiler.running
