@@ -363,6 +363,9 @@ class Runner:
         shapes) go before the expensive ones."""
         return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds.get(self.case_ids[i], float("inf")), i))
 
+    def case_seconds_by_index(self, index: int) -> float:
+        return self.case_seconds.get(self.case_ids[index], float("inf"))
+
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
         kinds = {r.result for r in by_case.values()}
@@ -409,6 +412,13 @@ class Runner:
             self.progress(label, done, total)
 
 
+def kill_history_order(cases: list[int], kills: dict[int, int], seconds) -> list[int]:
+    """``cases`` with those that killed earlier mutants first, the most kills per second of
+    baseline time leading; the rest keep their order. A mutant tends to fall to the case that
+    killed its neighbours, so a run spends fewer cases per kill."""
+    return sorted(cases, key=lambda i: -kills.get(i, 0) / max(seconds(i), 1e-3))
+
+
 class _Scheduler:
     """One batch of tasks on up to ``jobs`` workers: owns the workers, the queue and the finished set.
 
@@ -433,6 +443,7 @@ class _Scheduler:
         self.workers: list[_Worker] = []
         self.finished: list[_Progress] = []
         self.failed_starts = 0
+        self.kills: dict[int, int] = {}  # case index -> mutants of this batch it killed
 
     def run(self) -> list[_Progress]:
         self._report()
@@ -458,6 +469,8 @@ class _Scheduler:
                 self.workers.append(worker)
             progress = self.queue.pop(0)
             task = progress.task
+            if task.stop_at_first_failure and not progress.results and self.kills:
+                task.cases = kill_history_order(task.cases, self.kills, self.runner.case_seconds_by_index)
             if self.mutants is not None and not task.overlay:
                 mutant = self.mutants[task.mutant_id]
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
@@ -550,6 +563,9 @@ class _Scheduler:
 
     def _finish(self, progress: _Progress) -> None:
         self.finished.append(progress)
+        for case, record in progress.results.items():
+            if record.result == FAIL:
+                self.kills[case] = self.kills.get(case, 0) + 1
         if self.on_done:
             self.on_done(progress)
         if self.mutants is not None and progress.task.overlay:

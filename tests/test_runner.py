@@ -438,3 +438,13 @@ def test_the_baseline_reports_progress_per_case(tmp_path):
     finally:
         runner.close()
     assert [call for call in calls if call[0] == "baseline"] == [("baseline", done, 3) for done in range(4)]
+
+
+def test_cases_that_killed_earlier_mutants_go_first_most_kills_per_second_leading():
+    from mutants.runner import kill_history_order
+
+    seconds = {0: 0.1, 1: 0.2, 2: 0.5, 3: 4.0, 4: 8.0}.get
+    # case 3 killed three mutants in 4 s, case 4 two in 8 s: 0.75 and 0.25 kills per second
+    assert kill_history_order([0, 1, 2, 3, 4], {3: 3, 4: 2}, seconds) == [3, 4, 0, 1, 2]
+    assert kill_history_order([0, 1, 2, 3, 4], {}, seconds) == [0, 1, 2, 3, 4]
+    assert kill_history_order([2, 0, 1], {0: 1, 1: 1}, seconds) == [0, 1, 2]
