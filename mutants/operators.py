@@ -1824,6 +1824,78 @@ def _without_element(sequence: cst.Tuple | cst.List, index: int) -> cst.Tuple | 
     return sequence.with_changes(elements=elements)
 
 
+class DroppedForwardedKeyword(Operator):
+    """A value not passed on: a keyword argument that forwards a name of the same name
+    (`out=out`), or a `**mapping` forwarded whole, removed from a call. The callee then falls
+    back to its default: the caller's out, layout flag or knobs silently ignored."""
+
+    name = "dropped-forwarded-keyword"
+    kind = "host"
+    description = "forget to pass a value on: f(x, out=out) -> f(x)"
+    applies_to = (HOST,)
+
+    def replacements_at(
+        self, node: cst.CSTNode, parents: Sequence[cst.CSTNode], side: str
+    ) -> Iterator[cst.CSTNode]:
+        if not isinstance(node, cst.Call):
+            return
+        for index, arg in enumerate(node.args):
+            if _forwards(arg):
+                yield node.with_changes(args=_without_arg(node.args, index))
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_launcher("""
+                    y = helper(x, out=out, block=block)
+                    z = other(x, block=64, out=y)
+                """),
+                after=_launcher("""
+                    y = helper(x, block=block)
+                    z = other(x, block=64, out=y)
+                """),
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    y = helper(x, out=out, block=block)
+                """),
+                after=_launcher("""
+                    y = helper(x, out=out)
+                """),
+                occurrence=1,
+                scope=HOST_CODE,
+            ),
+            Example(
+                before=_launcher("""
+                    y = helper(x, **knobs)
+                """),
+                after=_launcher("""
+                    y = helper(x)
+                """),
+                scope=HOST_CODE,
+            ),
+        ]
+
+
+def _forwards(arg: cst.Arg) -> bool:
+    if not isinstance(arg.value, cst.Name):
+        return False
+    if arg.star == "**":
+        return True
+    return arg.keyword is not None and arg.keyword.value == arg.value.value
+
+
+def _without_arg(args: Sequence[cst.Arg], index: int) -> list[cst.Arg]:
+    """``args`` without number ``index``; the new last argument takes the removed one's comma."""
+    kept = list(args)
+    removed = kept.pop(index)
+    if index == len(kept) and kept:
+        kept[-1] = kept[-1].with_changes(comma=removed.comma)
+    return kept
+
+
 GENERIC_OPERATORS: tuple[type[Operator], ...] = (
     ComparisonBoundary,
     ComparisonNegate,
@@ -1850,6 +1922,7 @@ HOST_OPERATORS: tuple[type[Operator], ...] = (
     DefaultShift,
     DroppedGuard,
     DroppedSequenceElement,
+    DroppedForwardedKeyword,
 )
 ALL_OPERATORS: tuple[type[Operator], ...] = GENERIC_OPERATORS + GPU_OPERATORS + HOST_OPERATORS
 

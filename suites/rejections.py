@@ -101,6 +101,14 @@ def _not_a_tensor(tensor: torch.Tensor):
     return tensor.detach().cpu().tolist()
 
 
+def _unchecked_dead_sequence(inputs: OpInputs) -> Call:
+    """``validate=False`` with the last sequence's live-row count 0, out of range: the op skips
+    the value checks (no host sync), and that sequence's rows come back all -inf."""
+    live = inputs.next_n_lens.clone()
+    live[-1] = 0
+    return Call(replace(inputs, next_n_lens=live), {"validate": False})
+
+
 def _several_rows(inputs: OpInputs) -> bool:
     return inputs.q.shape[0] * inputs.q.shape[1] >= 2
 
@@ -367,6 +375,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
                   _context(lambda i, b: i.max_model_len + 1)),
     InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
     _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
+    InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens),
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),

@@ -137,6 +137,7 @@ def launch(x: torch.Tensor, out: torch.Tensor | None = None, *, block: int | Non
     scale = torch.where(lens > 0, lens, total)
     if rows >= 1 and row_stride > 0:
         _rows_kernel[(programs,)](out, rows + offset, BLOCK=block, num_warps=warps)
+    _check_layout(x, out=out, block=block)
     return out, scale
 '''
 
