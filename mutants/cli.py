@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET
-from mutants.mutant import MUTANT_SETS
+from mutants.sets import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
 from mutants.store import default_store_path
 
@@ -409,7 +409,7 @@ def _selection_name(args) -> str:
 
 def _mutants(mutant_set: str, only: str | None = None):
     from mutants.catalog import CatalogError
-    from mutants.mutant import select_mutants
+    from mutants.sets import select_mutants
 
     try:
         mutants = select_mutants(mutant_set)

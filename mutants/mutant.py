@@ -10,30 +10,10 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutants.operators import (
-    ALL_OPERATORS,
-    DEVICE,
-    GENERIC_OPERATORS,
-    GPU_OPERATORS,
-    HOST,
-    MODULE_LEVEL,
-    apply_mutation,
-    mutation_points,
-)
+from mutants.operators import ALL_OPERATORS, DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points
 from mutants.target import TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-# name -> (operators, the sides of the code they mutate)
-OPERATOR_SETS = {
-    "generic": (GENERIC_OPERATORS, (DEVICE, HOST)),
-    "gpu": (GPU_OPERATORS, (DEVICE,)),
-    "operators": (ALL_OPERATORS, (DEVICE, HOST)),
-    "device": (ALL_OPERATORS, (DEVICE,)),
-    "host": (ALL_OPERATORS, (HOST,)),
-}
-MUTANT_SETS = ("catalog", *OPERATOR_SETS, "all")
-
 
 @dataclass(frozen=True)
 class Mutant:
@@ -93,27 +73,6 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
                         side=scope.side,
                     ))
     return mutants
-
-
-def select_mutants(which: str, root: Path = PROJECT_ROOT) -> list[Mutant]:
-    """One of `MUTANT_SETS`: ``catalog``; ``generic``, ``gpu`` or ``operators`` (both);
-    ``device`` or ``host`` (every operator, on that side's code only); ``all``. A mutant that
-    leaves the code exactly as an earlier one does (two operators, one edit) is left out: it
-    is the same mutant, and counting it twice would weigh its outcome twice."""
-    from mutants.catalog import catalog_mutants
-
-    if which == "catalog":
-        return catalog_mutants(root)
-    if which == "all":
-        return distinct(catalog_mutants(root) + operator_mutants(ALL_OPERATORS, (DEVICE, HOST), root))
-    if which in OPERATOR_SETS:
-        return distinct(operator_mutants(*OPERATOR_SETS[which], root))
-    raise ValueError(f"unknown mutant set {which!r}; known: {', '.join(MUTANT_SETS)}")
-
-
-def distinct(mutants: list[Mutant]) -> list[Mutant]:
-    """``mutants`` without those whose mutated file equals an earlier one's."""
-    return list({mutant.key: mutant for mutant in reversed(mutants)}.values())[::-1]
 
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:

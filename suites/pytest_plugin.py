@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from mutants.cli import EXIT_OK, main, percentage
-from mutants.mutant import MUTANT_SETS
+from mutants.sets import MUTANT_SETS
 from suites.cases import SUITES, suite
 from suites.runnable import resolve_device
 

@@ -526,7 +526,8 @@ def test_floor_ceil_division_spells_the_ceiling_for_its_side():
 
 
 def test_an_edit_two_operators_make_is_one_mutant():
-    from mutants.mutant import distinct, operator_mutants, select_mutants
+    from mutants.mutant import operator_mutants
+    from mutants.sets import distinct, select_mutants
 
     every_point = operator_mutants()
     selected = select_mutants("operators")

@@ -2,7 +2,8 @@
 
 from dataclasses import replace
 
-from mutants.mutant import Mutant, read_source, select_mutants
+from mutants.mutant import Mutant, read_source
+from mutants.sets import select_mutants
 from mutants.report import Scored, location, minimize, mutation_testing_json, terminal_table
 from mutants.store import Result
 
