@@ -15,6 +15,7 @@ from mutants.target import TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+
 @dataclass(frozen=True)
 class Mutant:
     id: str

@@ -361,7 +361,7 @@ class Runner:
         """Case indices by the baseline's time per case, fastest first (suite order on ties):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
         shapes) go before the expensive ones."""
-        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds.get(self.case_ids[i], float("inf")), i))
+        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds_by_index(i), i))
 
     def case_seconds_by_index(self, index: int) -> float:
         return self.case_seconds.get(self.case_ids[index], float("inf"))

@@ -36,4 +36,3 @@ def select_mutants(which: str, root: Path = PROJECT_ROOT) -> list[Mutant]:
 def distinct(mutants: list[Mutant]) -> list[Mutant]:
     """``mutants`` without those whose mutated file equals an earlier one's."""
     return list({mutant.key: mutant for mutant in reversed(mutants)}.values())[::-1]
-

@@ -13,14 +13,14 @@ are outside it. Anything else raises ``OutOfBoundsAccess`` before the access hap
 
 import numpy as np
 
-from oracle.interpreter_probe import argument_spans, observing
+from oracle.interpreter_probe import Observer, argument_spans, observing
 
 
 class OutOfBoundsAccess(AssertionError):
     """A kernel touched memory outside every tensor it was given."""
 
 
-class _BoundsGuard:
+class _BoundsGuard(Observer):
     """Raises before any access that leaves the arguments of the kernel launched last."""
 
     def __init__(self):
@@ -28,9 +28,6 @@ class _BoundsGuard:
 
     def launch(self, args: dict, grid) -> None:
         self.spans = argument_spans(args)
-
-    def dot(self, m, k, n) -> None:
-        pass
 
     def access(self, kind, addresses, live_lanes, width) -> None:
         live = addresses[live_lanes]

@@ -13,7 +13,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from oracle.interpreter_probe import argument_spans, observing
+from oracle.interpreter_probe import Observer, argument_spans, observing
 
 
 @dataclass
@@ -27,7 +27,7 @@ class MeteredLaunch:
     dot_flops: int = 0
 
 
-class _Meter:
+class _Meter(Observer):
     def __init__(self):
         self.launches: list[MeteredLaunch] = []
         self.spans: list[tuple[int, int, str]] = []

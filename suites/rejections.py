@@ -134,9 +134,14 @@ def _table_past_int32_tokens(inputs: OpInputs) -> Call:
     """The block table widened until its capacity (columns x KVB) passes 2**31 tokens, every
     new entry a valid block id: sizes computed in int32 wrap there."""
     columns = INT32_LIMIT // inputs.kv_cache.shape[1] + 1
-    table = inputs.block_table
-    table = torch.cat([table, table[:, -1:].expand(-1, columns - table.shape[1])], dim=1).contiguous()
-    return Call(replace(inputs, block_table=table))
+    return Call(replace(inputs, block_table=_widened(inputs.block_table, columns)))
+
+
+def _widened(table: torch.Tensor, columns: int) -> torch.Tensor:
+    """``table`` with at least ``columns`` columns, each new one a copy of its last."""
+    if columns <= table.shape[1]:
+        return table
+    return torch.cat([table, table[:, -1:].expand(-1, columns - table.shape[1])], dim=1).contiguous()
 
 
 def _batch(inputs: OpInputs) -> int:
@@ -160,9 +165,7 @@ def _context(length: Callable[[OpInputs, int], int], *, first: bool = False) -> 
         new_length = length(inputs, b)
         kv_block = inputs.kv_cache.shape[1]
         needed = -(-new_length // kv_block)
-        table = inputs.block_table.clone()
-        if needed > table.shape[1]:
-            table = torch.cat([table, table[:, -1:].expand(-1, needed - table.shape[1])], dim=1).contiguous()
+        table = _widened(inputs.block_table, needed).clone()
         table[b, _used_blocks(inputs, b):needed] = inputs.kv_cache.shape[0] - 1
         lens = inputs.context_lens.clone()
         lens[b] = new_length
