@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     selection(run)
     outputs(run)
     run.add_argument("--jobs", dest="jobs", type=_positive, default=None,
-                     help="workers side by side (default: one per core on cpu, one per GPU on cuda)")
+                     help="workers side by side: on cpu in all (default: one per core), on cuda per visible GPU"
+                          " (default: the cores shared out among the GPUs)")
     run.add_argument("--space-budget", dest="space_budget", type=_seconds, default=DEFAULT_SPACE_BUDGET, metavar="SECONDS",
                      help="seconds each mutant whose code matches the original on every configuration of the suite"
                           " may spend compiled on the rest of the declared space; one that runs out is not"
@@ -227,18 +228,19 @@ def cmd_run(args) -> int:
     runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
                     space_budget=args.space_budget or None)
     try:
-        print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device}, {jobs} worker(s)",
-              file=sys.stderr)
+        pools = f" ({jobs} per GPU on {len(runner.devices)})" if device == "cuda" else ""
+        print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
+              f" {runner.jobs} worker(s){pools}", file=sys.stderr)
         try:
             runner.baseline()
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
         when = args.classify or ("before" if device == "cuda" else "after")
-        classified = runner.classify(mutants, jobs=jobs, progress=progress) if when == "before" else 0
+        classified = runner.classify(mutants, jobs=runner.jobs, progress=progress) if when == "before" else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
-            classified = runner.classify(mutants, jobs=jobs, progress=progress, survivors=True)
+            classified = runner.classify(mutants, jobs=runner.jobs, progress=progress, survivors=True)
         if sanitizer:
             runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
     finally:
@@ -390,11 +392,13 @@ def _sanitizer(device: str) -> str:
 
 
 def _default_jobs(device: str) -> int:
+    """Workers in all on the CPU, per GPU on CUDA: one per core, the cores shared out among the GPUs."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if device == "cuda":
         import torch
 
-        return torch.cuda.device_count()
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return max(1, cores // max(1, torch.cuda.device_count()))
+    return cores
 
 
 def _cases(suite: str):

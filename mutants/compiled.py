@@ -37,12 +37,18 @@ Compiling runs in compiler processes of their own (subprocesses, never a fork of
 caller), each serving one source after another: there ``TRITON_INTERPRET=0`` is set before
 triton is imported, and an LLVM abort, a segfault or a timeout is an outcome of the source
 being compiled (the process is replaced), not an exception here.
+
+Compile once: a kernel is compiled exactly as Triton's JIT would compile it at launch (the
+same specialization, attributes and options, through the JIT's own argument packing), into
+Triton's cache under the compile cache (``triton_cache``). Workers that run cases on a GPU
+use that cache too (``worker_environment``), so a configuration the classifier compiled is
+loaded, not compiled again, when a case launches it; so is every kernel the baseline
+compiled, for the mutants that leave the kernel's source alone.
 """
 
 import fcntl
 import hashlib
 import importlib.metadata
-import inspect
 import json
 import os
 import queue
@@ -62,7 +68,10 @@ ARTIFACT = "sass"
 # bump when the artifact or its normalization changes: cached digests are then stale
 CACHE_FORMAT = 1
 GPU_TARGET = ("cuda", 90, 32)
-COMPILER_ENV = {"TRITON_INTERPRET": "0", "TRITON_DISABLE_LINE_INFO": "1"}
+# line info off: code compared across mutants must not carry their line numbers. Triton keys
+# its cache on this variable, so the workers that share the cache set it too.
+CODE_ENV = {"TRITON_DISABLE_LINE_INFO": "1"}
+COMPILER_ENV = {"TRITON_INTERPRET": "0", **CODE_ENV}
 # signals a compiler dies of by itself (an LLVM abort, a segfault), so the same source
 # dies again: unlike a SIGKILL from outside, such a death is cached
 COMPILER_CRASHES = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
@@ -113,17 +122,38 @@ class Verdict:
     duplicate_of: str | None = None
 
 
+def triton_cache(cache_dir: Path | None) -> Path | None:
+    """Where compiled kernels live, for compiler processes and GPU workers alike."""
+    return None if cache_dir is None else Path(cache_dir) / "triton"
+
+
+def worker_environment(cache_dir: Path | None) -> dict[str, str]:
+    """What a worker that runs cases on a GPU sets, to load what the compilers compiled."""
+    cache = triton_cache(cache_dir)
+    return {} if cache is None else {**CODE_ENV, "TRITON_CACHE_DIR": str(cache)}
+
+
 # -- targets: what the JIT would compile for a suite --------------------------------------
 
 
 def compile_targets(cases, *, device: str | None = None, every_launch: bool = True) -> list[CompileTarget]:
     """The distinct compiled kernels the suite's launches need (every call its checks make),
-    sorted by key.
+    sorted by key; see ``case_targets``."""
+    targets: dict[str, CompileTarget] = {}
+    for target in (t for per_case in case_targets(cases, device=device, every_launch=every_launch) for t in per_case):
+        if targets.setdefault(target.key, target) != target:
+            raise AssertionError(f"two different compile targets share the key {target.key}")
+    return [targets[key] for key in sorted(targets)]
+
+
+def case_targets(cases, *, device: str | None = None, every_launch: bool = True) -> list[list[CompileTarget]]:
+    """Per case, the compiled kernels its launches need, in launch order.
 
     Launches are planned on ``device`` (default: cuda when available, else cpu), as the
     suite would run there: the launcher's own split count depends on the device, and a
     split count of 1 or a multiple of 16 is a specialization of its own. With
-    ``every_launch`` off, only each case's first launch is planned.
+    ``every_launch`` off, only each case's first launch is planned. Cases with one launch
+    signature are planned once.
     """
     import torch
 
@@ -131,16 +161,16 @@ def compile_targets(cases, *, device: str | None = None, every_launch: bool = Tr
     from suites.runnable import launch_signature, launches
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    targets: dict[str, CompileTarget] = {}
-    planned = {launch_signature(case): case for case in cases}
-    planned_launches = (launch for case in planned.values()
-                        for launch in launches(case, device)[:None if every_launch else 1])
-    for inputs, keywords in planned_launches:
-        launch = kernel.plan_launch(*inputs.op_args(), **keywords)
-        target = target_of_launch(launch)
-        if targets.setdefault(target.key, target) != target:
-            raise AssertionError(f"two different compile targets share the key {target.key}")
-    return [targets[key] for key in sorted(targets)]
+    planned: dict[tuple, list[CompileTarget]] = {}
+    per_case = []
+    for case in cases:
+        signature = launch_signature(case)
+        if signature not in planned:
+            calls = launches(case, device)[:None if every_launch else 1]
+            planned[signature] = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
+                                  for inputs, keywords in calls]
+        per_case.append(planned[signature])
+    return per_case
 
 
 def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:
@@ -267,7 +297,7 @@ def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path
     missing = [t for t in targets if known[t.key] is None]
     if missing:
         if compiler is None:
-            outcomes = _run_compiler(source, missing, timeout)
+            outcomes = _run_compiler(source, missing, timeout, cache_dir)
         else:
             outcomes = compiler.compile(source, missing, timeout)
         for target, (outcome, durable) in zip(missing, outcomes):
@@ -324,9 +354,10 @@ class _Cache:
             os.replace(temporary, self.path)
 
 
-def _run_compiler(source: str, targets: list[CompileTarget], timeout: float) -> list[tuple[Compiled, bool]]:
+def _run_compiler(source: str, targets: list[CompileTarget], timeout: float,
+                  cache_dir: Path | None) -> list[tuple[Compiled, bool]]:
     """Compile in a fresh compiler process; returns (outcome, durable) per target compiled."""
-    compiler = _Compiler()
+    compiler = _Compiler(cache_dir)
     try:
         return compiler.compile(source, targets, timeout)
     finally:
@@ -348,13 +379,17 @@ class _Compiler:
     running_lock = threading.Lock()
     stopping = threading.Event()
 
-    def __init__(self):
+    def __init__(self, cache_dir: Path | None = None):
         self.process = None
+        self.triton_cache = triton_cache(cache_dir)
 
     def _start(self) -> None:
         if _Compiler.stopping.is_set():
             raise CompilesStopped("no new compile: the run was interrupted")
         env = {**os.environ, **COMPILER_ENV}
+        env.pop("TRITON_CACHE_DIR", None)
+        if self.triton_cache is not None:
+            env["TRITON_CACHE_DIR"] = str(self.triton_cache)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
@@ -503,7 +538,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
 
     def compiler() -> _Compiler:
         if not hasattr(local, "compiler"):
-            local.compiler = _Compiler()
+            local.compiler = _Compiler(cache_dir)
             compilers.append(local.compiler)
         return local.compiler
 
@@ -561,7 +596,7 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
     chunks = [sources[i::jobs] for i in range(max(1, jobs)) if sources[i::jobs]]
 
     def judge(chunk: list[str]) -> dict[str, tuple[Compiled | None, int]]:
-        compiler = _Compiler()
+        compiler = _Compiler(cache_dir)
         try:
             return {source: _first_difference(compiler, original, source, beyond, cache_dir, timeout, budget)
                     for source in chunk}
@@ -698,8 +733,9 @@ def _serve() -> None:
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     with tempfile.TemporaryDirectory(prefix="tce-") as workdir:
-        # nothing has imported triton yet; its own cache would only grow with every mutant
-        os.environ.update(COMPILER_ENV, TRITON_CACHE_DIR=os.path.join(workdir, "triton-cache"))
+        # nothing has imported triton yet; without a shared cache, its own would only grow
+        os.environ.update(COMPILER_ENV)
+        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(workdir, "triton-cache"))
         for line in sys.stdin:
             request = json.loads(line)
             targets = [_target_from_json(t) for t in request["targets"]]
@@ -763,28 +799,47 @@ def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
 
 
 def _compile(fn, target: CompileTarget) -> bytes:
-    """The cubin of ``fn`` for ``target``, through ASTSource as Triton 3.6 to 3.9 spell it:
-    signature {name: type or "constexpr"}, constexprs and attrs keyed by (parameter index,)."""
     import triton
-    from triton.backends.compiler import BaseBackend, GPUTarget
-    from triton.compiler import ASTSource
 
-    if "constexprs" not in inspect.signature(ASTSource.__init__).parameters:
-        raise RuntimeError(f"triton {triton.__version__}: ASTSource takes no constexprs (Triton 3.6 or newer needed)")
-    types = dict(target.signature)
-    constexprs = dict(target.constexprs)
-    index = {name: i for i, name in enumerate(fn.arg_names)}
-    signature = {name: types.get(name, "constexpr") for name in fn.arg_names}
-    attrs = {(index[name],): _parse_attr(BaseBackend, spec) for name, spec in target.attrs}
-    source = ASTSource(fn, signature, {(index[name],): value for name, value in constexprs.items()}, attrs)
-    kernel = triton.compile(source, target=GPUTarget(*GPU_TARGET), options=dict(target.options))
-    return kernel.asm["cubin"]
+    source, options, gpu = jit_source(fn, target)
+    return triton.compile(source, target=gpu, options=options).asm["cubin"]
 
 
-def _parse_attr(backend, spec: str):
-    if hasattr(backend, "parse_attr"):
-        return backend.parse_attr(spec)
-    return [["tt.divisibility", 16]] if DIVISIBLE in spec else []
+def jit_source(fn, target: CompileTarget):
+    """(source, options, GPU target) for compiling ``fn`` for ``target`` as the JIT compiles it
+    at launch: the signature, constexprs, attributes and options come from the JIT's own
+    packing of the launch's specialization (Triton 3.6 and 3.9 spell the attributes
+    differently), so the compile lands in Triton's cache under the key a launch looks up."""
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+
+    gpu = GPUTarget(*GPU_TARGET)
+    types, constexprs, divisible = dict(target.signature), dict(target.constexprs), {n for n, _ in target.attrs}
+    specialization, bound = [], {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            specialization.append(("constexpr", constexprs[name]))
+            bound[name] = constexprs[name]
+            continue
+        kind = types[name]
+        unspecialized = kind == "u1" or kind.startswith(("fp", "bf"))
+        specialization.append((kind, None if unspecialized else DIVISIBLE if name in divisible else ""))
+        bound[name] = None
+    options = {**dict(target.options), **launch_added_options(fn)}
+    packed, signature, constants, attrs = fn._pack_args(make_backend(gpu), options, bound, specialization, None)
+    return ASTSource(fn, signature, constants, attrs), packed.__dict__, gpu
+
+
+def launch_added_options(fn) -> dict:
+    """The options ``JITFunction.run`` adds to a launch's own, where this Triton has them."""
+    from triton import knobs
+
+    added = {"debug": fn.debug or knobs.runtime.debug}
+    for name in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(knobs.compilation, name):
+            added[name] = getattr(knobs.compilation, name)
+    return added
 
 
 def _normalized_sass(cubin: bytes, kernel_name: str, workdir: str) -> str:

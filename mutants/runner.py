@@ -22,11 +22,12 @@ import signal
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from mutants.compiled import DEFAULT_SPACE_BUDGET
+from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.operators import DEVICE
 from mutants.store import Result, Scope, Store
@@ -102,11 +103,11 @@ class _Progress:
 class _Worker:
     """A worker process; it takes a task once it has reported ready."""
 
-    def __init__(self, context, device: str, op: str):
+    def __init__(self, context, device: str, op: str, environment: dict[str, str]):
         self.device = device
         parent, child = context.Pipe()
         self.conn = parent
-        self.process = context.Process(target=worker_main, args=(child, device, op), daemon=True)
+        self.process = context.Process(target=worker_main, args=(child, device, op, environment), daemon=True)
         self.process.start()
         child.close()
         self.ready = False
@@ -177,7 +178,11 @@ class Runner:
         self.case_dicts = [to_dict(c) for c in self.cases]
         self.case_ids = [c.id for c in self.cases]
         self.device = device
-        self.jobs = max(1, jobs)
+        # on CUDA, ``jobs`` workers for each visible GPU
+        self.devices = _worker_devices(device)
+        self.jobs = max(1, jobs) * len(self.devices)
+        # GPU workers load the kernels the classifier and the baseline compiled
+        self.worker_environment = worker_environment(store.compile_cache) if device.startswith("cuda") else {}
         self.store = store
         self.scope = scope
         self.progress = progress
@@ -186,6 +191,9 @@ class Runner:
         remove_dead_overlays()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
         self.case_seconds: dict[str, float] = {}
+        # mutant id -> the compile target where classification found its code to differ
+        self.differs_at: dict[str, str] = {}
+        self._case_target_keys: list[tuple[str, ...]] | None = None
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
 
     def close(self) -> None:
@@ -299,7 +307,8 @@ class Runner:
                     outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
                 elif verdict.kind == UNPROVEN:
                     outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                else:
+                else:  # distinct: its cases decide, starting where its code was seen to differ
+                    self.differs_at[mutant.id] = verdict.detail
                     continue
                 self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,
                                                    outcome=outcome, detail=detail))
@@ -309,30 +318,44 @@ class Runner:
     # -- the CUDA memory checker --
 
     def sanitize(self, mutants: list[Mutant], *, sanitizer: str, progress=None) -> int:
-        """Re-run every survivor that ran its cases under compute-sanitizer memcheck; an
-        invalid access kills it, with the case and the first finding. Returns the kills."""
-        from mutants.sanitize import CHECKED, memcheck
+        """Re-run every survivor that ran its cases under compute-sanitizer memcheck, ``jobs``
+        at a time; an invalid access kills it, with the case and the first finding. Returns
+        the kills."""
+        from mutants.sanitize import CHECKED, memcheck, stop_every_memcheck
 
         results = self.store.results(self.scope, {m.key: m.id for m in mutants})
         survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
                      and not r.detail.startswith((UNREACHED_DETAIL, CHECKED))]
         timeout = max(600.0, 20 * sum(self.case_seconds.values()))
-        kills = 0
-        for done, mutant in enumerate(survivors):
-            if progress:
-                progress("memcheck", done, len(survivors))
+
+        def check(mutant: Mutant):
             overlay = self.overlay(mutant.key, mutant.path, mutant.source)
             try:
-                finding = memcheck(overlay, self.cases, sanitizer=sanitizer, timeout=timeout, root=self.root)
+                return memcheck(overlay, self.cases, sanitizer=sanitizer, timeout=timeout, root=self.root,
+                                environment=self.worker_environment)
             finally:
                 shutil.rmtree(overlay, ignore_errors=True)
-            previous = results[mutant.key]
-            if finding is None:
-                self.store.save(self.scope, replace(previous, detail=f"{CHECKED}: no invalid access"))
-                continue
-            kills += 1
-            self.store.save(self.scope, replace(previous, outcome=KILLED, killed_by=[finding.case_id],
-                                                detail=f"{finding.case_id}: memcheck: {finding.text}"))
+
+        kills = 0
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
+            futures = {pool.submit(check, mutant): mutant for mutant in survivors}
+            for done, future in enumerate(as_completed(futures)):
+                if progress:
+                    progress("memcheck", done, len(survivors))
+                mutant, finding = futures[future], future.result()
+                previous = results[mutant.key]
+                if finding is None:
+                    self.store.save(self.scope, replace(previous, detail=f"{CHECKED}: no invalid access"))
+                    continue
+                kills += 1
+                self.store.save(self.scope, replace(previous, outcome=KILLED, killed_by=[finding.case_id],
+                                                    detail=f"{finding.case_id}: memcheck: {finding.text}"))
+        except BaseException:  # an interrupt: what is under way ends now, queued checks are dropped
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_every_memcheck()
+            raise
+        pool.shutdown()
         if progress and survivors:
             progress("memcheck", len(survivors), len(survivors))
         return kills
@@ -340,7 +363,12 @@ class Runner:
     # -- mutants --
 
     def run(self, mutants: list[Mutant], *, matrix: bool) -> list[Result]:
-        """Run every mutant not already in the store; returns the new results."""
+        """Run every mutant not already in the store; returns the new results.
+
+        In first-kill mode a mutant tries first the cases that killed the mutants at its site
+        (in the store and in this run), then those that killed any mutant, then the cases
+        that launch the configuration its compiled code was first seen to differ on (the
+        classifier compiled it there already), cheapest first otherwise."""
         done = self.store.finished_keys(self.scope)
         pending = [m for m in mutants if m.key not in done]
         by_id = {m.id: m for m in pending}
@@ -353,9 +381,33 @@ class Runner:
             results.append(result)
 
         order = self.cheapest_first()
-        tasks = [_Task(m.id, "", list(order), not matrix) for m in pending]
-        self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id)
+        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix) for m in pending]
+        history = KillHistory()
+        index = {case_id: i for i, case_id in enumerate(self.case_ids)}
+        stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
+        by_key = {m.key: m for m in mutants}
+        for key, result in stored.items():
+            history.record(by_key[key], [index[c] for c in result.killed_by if c in index])
+        self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history)
         return results
+
+    def _compiled_first(self, mutant: Mutant, order: list[int]) -> list[int]:
+        """``order`` with the cases that launch the configuration where classification found
+        the mutant's code to differ first: Triton's cache holds that compile already."""
+        differs_at = self.differs_at.get(mutant.id)
+        if differs_at is None:
+            return list(order)
+        keys = self.case_target_keys()
+        return sorted(order, key=lambda i: differs_at not in keys[i])
+
+    def case_target_keys(self) -> list[tuple[str, ...]]:
+        """Per case, the compile targets its launches need (planned once)."""
+        if self._case_target_keys is None:
+            from mutants.compiled import case_targets
+
+            self._case_target_keys = [tuple(t.key for t in targets)
+                                      for targets in case_targets(self.cases, device=self.device)]
+        return self._case_target_keys
 
     def cheapest_first(self) -> list[int]:
         """Case indices by the baseline's time per case, fastest first (suite order on ties):
@@ -394,29 +446,53 @@ class Runner:
     # -- the scheduler --
 
     def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
-                   per_case: bool = False) -> list[_Progress]:
+                   per_case: bool = False, history: "KillHistory | None" = None) -> list[_Progress]:
         """Run tasks on up to ``jobs`` workers; returns the finished progress records. Progress
         counts finished tasks, or finished cases when ``per_case``."""
-        return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case).run()
-
-    def _worker_device(self, index: int) -> str:
-        """CPU workers share the cores; CUDA workers are spread over the visible GPUs."""
-        if self.device != "cuda":
-            return self.device
-        import torch
-
-        return f"cuda:{index % max(1, torch.cuda.device_count())}"
+        return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case,
+                          history=history).run()
 
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
 
 
-def kill_history_order(cases: list[int], kills: dict[int, int], seconds) -> list[int]:
-    """``cases`` with those that killed earlier mutants first, the most kills per second of
-    baseline time leading; the rest keep their order. A mutant tends to fall to the case that
-    killed its neighbours, so a run spends fewer cases per kill."""
-    return sorted(cases, key=lambda i: -kills.get(i, 0) / max(seconds(i), 1e-3))
+def _worker_devices(device: str) -> list[str]:
+    """Where workers run: the CPU's workers share its cores; on CUDA there is one pool of
+    workers per visible GPU (``cuda:N``), each worker seeing only its own GPU."""
+    if device != "cuda":
+        return [device]
+    import torch
+
+    return [f"cuda:{index}" for index in range(max(1, torch.cuda.device_count()))]
+
+
+def least_loaded(devices: list[str], taken: list[str]) -> str:
+    """The device of ``devices`` with the fewest live workers (``taken``), the first on a tie:
+    a replaced worker starts on the GPU its predecessor left."""
+    return min(devices, key=lambda device: (taken.count(device), devices.index(device)))
+
+
+class KillHistory:
+    """Which cases killed which mutants: in all, and per site (file and line)."""
+
+    def __init__(self):
+        self.kills: dict[int, int] = {}
+        self.site_kills: dict[tuple[str, int], dict[int, int]] = {}
+
+    def record(self, mutant: Mutant | None, killers: list[int]) -> None:
+        site = self.site_kills.setdefault((mutant.path, mutant.line), {}) if mutant else {}
+        for case in killers:
+            self.kills[case] = self.kills.get(case, 0) + 1
+            site[case] = site.get(case, 0) + 1
+
+    def order(self, cases: list[int], mutant: Mutant | None, seconds) -> list[int]:
+        """``cases`` with those that killed mutants at ``mutant``'s site first, then those that
+        killed any mutant, each by kills per second of baseline time; the rest keep their
+        order. A mutant tends to fall to the case that killed its neighbours."""
+        site = self.site_kills.get((mutant.path, mutant.line), {}) if mutant else {}
+        return sorted(cases, key=lambda i: (-site.get(i, 0) / max(seconds(i), 1e-3),
+                                            -self.kills.get(i, 0) / max(seconds(i), 1e-3)))
 
 
 class _Scheduler:
@@ -430,7 +506,7 @@ class _Scheduler:
     """
 
     def __init__(self, runner: Runner, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
-                 per_case: bool = False):
+                 per_case: bool = False, history: KillHistory | None = None):
         self.runner = runner
         self.label = label
         self.on_done = on_done
@@ -443,7 +519,7 @@ class _Scheduler:
         self.workers: list[_Worker] = []
         self.finished: list[_Progress] = []
         self.failed_starts = 0
-        self.kills: dict[int, int] = {}  # case index -> mutants of this batch it killed
+        self.history = history or KillHistory()
 
     def run(self) -> list[_Progress]:
         self._report()
@@ -465,14 +541,15 @@ class _Scheduler:
         while self.queue and len(self._busy()) < self.runner.jobs:
             worker = next((w for w in self.workers if not w.progress), None)
             if worker is None:
-                worker = _Worker(self.runner.context, self.runner._worker_device(len(self.workers)), self.runner.target.op)
+                device = least_loaded(self.runner.devices, [w.device for w in self.workers])
+                worker = _Worker(self.runner.context, device, self.runner.target.op, self.runner.worker_environment)
                 self.workers.append(worker)
             progress = self.queue.pop(0)
             task = progress.task
-            if task.stop_at_first_failure and not progress.results and self.kills:
-                task.cases = kill_history_order(task.cases, self.kills, self.runner.case_seconds_by_index)
-            if self.mutants is not None and not task.overlay:
-                mutant = self.mutants[task.mutant_id]
+            mutant = self.mutants.get(task.mutant_id) if self.mutants is not None else None
+            if task.stop_at_first_failure and not progress.results and self.history.kills:
+                task.cases = self.history.order(task.cases, mutant, self.runner.case_seconds_by_index)
+            if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
             worker.assign(progress, self.runner.case_dicts)
 
@@ -563,9 +640,8 @@ class _Scheduler:
 
     def _finish(self, progress: _Progress) -> None:
         self.finished.append(progress)
-        for case, record in progress.results.items():
-            if record.result == FAIL:
-                self.kills[case] = self.kills.get(case, 0) + 1
+        mutant = self.mutants.get(progress.task.mutant_id) if self.mutants is not None else None
+        self.history.record(mutant, [case for case, record in progress.results.items() if record.result == FAIL])
         if self.on_done:
             self.on_done(progress)
         if self.mutants is not None and progress.task.overlay:

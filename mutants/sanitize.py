@@ -6,8 +6,8 @@ checks it: ``compute-sanitizer --tool memcheck`` does, provided each tensor is i
 allocation (``PYTORCH_NO_CUDA_MEMORY_CACHING=1``; the caching allocator would hand out
 slices of one large block, inside which every access looks valid).
 
-It costs a process start, a compile of every configuration and a slower run, so only the
-mutants that survived the suite are re-run under it. An invalid access kills the mutant,
+It costs a process start and a slower run (the kernels come from the run's compile cache),
+so only the mutants that survived the suite are re-run under it, side by side. An invalid access kills the mutant,
 with the case it happened in and the sanitizer's first finding as the reason.
 
 Run as ``python -m mutants.sanitize OVERLAY CASES_JSON`` (what the parent starts under the
@@ -18,8 +18,10 @@ before each so that a finding can be traced to its case.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,10 @@ SANITIZER_NAMES = ("compute-sanitizer",)
 SANITIZER_PLACES = ("/usr/local/cuda/bin", "/opt/cuda/bin")
 FINDING_PREFIX = "========= Invalid"
 FINDING_LINES = 3
+# Bytes of padding the sanitizer puts after every allocation. Small allocations are placed
+# back to back, so without it a read running past the end of q lands in the key cache,
+# valid memory to a checker that only asks whether an address lies in some allocation.
+PADDING_BYTES = 1 << 20
 # how a survivor's detail starts once memcheck found nothing, so a later run skips it
 CHECKED = "memcheck"
 
@@ -55,18 +61,49 @@ def find_sanitizer() -> str:
                            " CUDA toolkit)")
 
 
-def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root: Path) -> Finding | None:
+def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root: Path,
+             environment: dict[str, str] | None = None) -> Finding | None:
     """The first invalid access the cases make with the op from ``overlay``, or None."""
-    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
+    env = {**os.environ, **(environment or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
+               "--padding", str(PADDING_BYTES),
                "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,
                json.dumps([to_dict(c) for c in cases])]
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    with _running_lock:
+        _running.add(process)
     try:
-        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+        output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         return None
-    return parse_findings(done.stdout + done.stderr) if done.returncode == FINDING_EXIT else None
+    finally:
+        _end(process)
+    return parse_findings(output) if process.returncode == FINDING_EXIT else None
+
+
+_running: set = set()
+_running_lock = threading.Lock()
+
+
+def _end(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    with _running_lock:
+        _running.discard(process)
+
+
+def stop_every_memcheck() -> None:
+    """End every memcheck under way, with the process it checks (an interrupted run)."""
+    with _running_lock:
+        processes = list(_running)
+    for process in processes:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def parse_findings(output: str) -> Finding | None:

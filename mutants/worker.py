@@ -38,10 +38,12 @@ class WorkerStartError(RuntimeError):
     """Worker processes die before they are ready: nothing can run."""
 
 
-def configure_environment(device: str) -> str:
+def configure_environment(device: str, environment: dict[str, str] | None = None) -> str:
     """Select Triton's CPU interpreter for CPU runs, the compiler and one GPU (``cuda:N``)
-    for CUDA runs; returns the torch device the cases use."""
+    for CUDA runs, with ``environment`` set on top (where compiled kernels are cached);
+    returns the torch device the cases use."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.update(environment or {})
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
         return "cpu"
@@ -114,10 +116,10 @@ def _healthy(device: str) -> bool:
         return False
 
 
-def worker_main(conn, device: str, op: str) -> None:
+def worker_main(conn, device: str, op: str, environment: dict[str, str] | None = None) -> None:
     # Ctrl-C reaches the whole process group; the parent ends its workers itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    device = configure_environment(device)
+    device = configure_environment(device, environment)
     import torch  # noqa: F401  (the expensive import, once per worker)
 
     from suites.runnable import check, from_dict

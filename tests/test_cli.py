@@ -150,7 +150,7 @@ def test_an_old_store_is_refused_with_one_line(tmp_path, capsys):
     _one_error_line(capsys, store, "schema version 0")
 
 
-def _never_starts(conn, device, op):
+def _never_starts(conn, device, op, environment):
     os._exit(3)
 
 

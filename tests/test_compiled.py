@@ -148,6 +148,39 @@ def test_specialization_matches_the_jit():
             assert specialize(value)[1] == spec, value
 
 
+@pytest.mark.parametrize("example", [SMALL, Case(heads=32, head_dim=64, splits=1, next_n=3, kv_block=16),
+                                  Case(heads=64, head_dim=128, kv_block=48, preshuffle=True, block_n=32)],
+                         ids=lambda example: example.id)
+def test_an_offline_compile_lands_under_the_key_a_launch_looks_up(example):
+    """The classifier's compiles serve the workers' launches: Triton's cache key of the
+    offline compile equals the key the JIT computes from the launch's own arguments."""
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.cache import get_cache_key
+    from triton.runtime.jit import JITFunction, create_function_from_signature
+
+    import kernel
+    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
+    from suites.check import build_inputs
+
+    fn = JITFunction(_paged_mqa_logits_kernel.fn)  # the compiled kernel, not the interpreter's
+
+    inputs = build_inputs(example)
+    launch = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), **example.tuning())
+    source, options, gpu = compiled.jit_source(fn, compiled.target_of_launch(launch))
+    backend = make_backend(gpu)
+    launched = {**launch.constexprs, **launch.options, **compiled.launch_added_options(fn)}
+    bound, specialization, _ = create_function_from_signature(fn.signature, fn.params, backend)(*launch.args, **launched)
+    jit_options, signature, constants, attrs = fn._pack_args(backend, launched, bound, specialization, None)
+    jit_source = ASTSource(fn, signature, constants, attrs)
+
+    def key(src, opts):
+        return get_cache_key(src, backend, backend.parse_options(opts), env_vars={})
+
+    assert key(source, options) == key(jit_source, jit_options.__dict__)
+    # the attributes are what a launch keys on; a compile that left them out would miss
+    assert key(ASTSource(fn, signature, constants, {}), options) != key(jit_source, jit_options.__dict__)
+
+
 def test_the_original_compiles(targets, cache_dir):
     (outcome,) = compile_source(KERNEL_SOURCE, targets, cache_dir=cache_dir)
     assert outcome.ok and len(outcome.digest) == 64 and outcome.target == targets[0].key

@@ -17,7 +17,8 @@ import pytest
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
-from mutants.runner import PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks
+from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
+                            least_loaded)
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
@@ -146,6 +147,30 @@ def test_baseline_chunks_keep_each_kernel_on_one_worker():
         assert compiles <= len(keys) + len(chunks) - 1  # a kernel is split only at a chunk boundary
 
 
+def test_cuda_workers_form_one_pool_per_gpu(tmp_path, monkeypatch):
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 4)
+    store = Store(tmp_path / "results.sqlite")
+    runner = Runner(cases=smoke()[:1], device="cuda", jobs=3, store=store,
+                    scope=Scope("smoke", source_digest(), "first-kill", "cuda"))
+    try:
+        assert runner.devices == ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]
+        assert runner.jobs == 12  # --jobs counts workers per GPU
+        taken = []
+        for _ in range(runner.jobs):
+            taken.append(least_loaded(runner.devices, taken))
+        assert sorted(taken) == sorted(runner.devices * 3)
+        taken.remove("cuda:2")  # a worker on GPU 2 was lost: its replacement starts there
+        assert least_loaded(runner.devices, taken) == "cuda:2"
+    finally:
+        runner.close()
+    one = Runner(cases=smoke()[:1], device="cuda:1", jobs=3, store=store,
+                 scope=Scope("smoke", source_digest(), "first-kill", "cuda"))
+    try:
+        assert (one.devices, one.jobs) == (["cuda:1"], 3)
+    finally:
+        one.close()
+
+
 def test_broken_baseline_stops_the_run(tmp_path):
     root = _project_copy(tmp_path, read_source(KERNEL).replace("logits * scales", "1.5 * logits * scales"))
     _baseline_fails(_runner(tmp_path, smoke()[:2], root=root), "the unmutated kernel fails on 2 case")
@@ -178,12 +203,12 @@ def test_a_worker_lost_on_every_try_of_the_baseline_is_reported_as_such(tmp_path
                     r"a worker died during the baseline, on .*: worker killed by SIGKILL 3 times")
 
 
-def _dies_once_while_starting(conn, device, op):
+def _dies_once_while_starting(conn, device, op, environment):
     mark = Path(os.environ["KMUT_TEST_START_MARK"])
     if not mark.exists():
         mark.touch()
         os._exit(3)
-    worker_main(conn, device, op)
+    worker_main(conn, device, op, environment)
 
 
 def test_a_worker_that_dies_while_starting_is_replaced(tmp_path, monkeypatch):
@@ -447,10 +472,34 @@ def test_the_baseline_reports_progress_per_case(tmp_path):
 
 
 def test_cases_that_killed_earlier_mutants_go_first_most_kills_per_second_leading():
-    from mutants.runner import kill_history_order
+    from mutants.runner import KillHistory
 
     seconds = {0: 0.1, 1: 0.2, 2: 0.5, 3: 4.0, 4: 8.0}.get
+    here, elsewhere = _mutant("here", ""), replace(_mutant("elsewhere", ""), line=40)
+    history = KillHistory()
+    assert history.order([0, 1, 2, 3, 4], here, seconds) == [0, 1, 2, 3, 4]
     # case 3 killed three mutants in 4 s, case 4 two in 8 s: 0.75 and 0.25 kills per second
-    assert kill_history_order([0, 1, 2, 3, 4], {3: 3, 4: 2}, seconds) == [3, 4, 0, 1, 2]
-    assert kill_history_order([0, 1, 2, 3, 4], {}, seconds) == [0, 1, 2, 3, 4]
-    assert kill_history_order([2, 0, 1], {0: 1, 1: 1}, seconds) == [0, 1, 2]
+    for killers in ([3], [3], [3, 4], [4]):
+        history.record(elsewhere, killers)
+    assert history.order([0, 1, 2, 3, 4], here, seconds) == [3, 4, 0, 1, 2]
+    # a case that killed a mutant at the same site goes before any other killer
+    history.record(here, [1])
+    assert history.order([0, 1, 2, 3, 4], here, seconds) == [1, 3, 4, 0, 2]
+    assert history.order([0, 1, 2, 3, 4], elsewhere, seconds) == [3, 4, 1, 0, 2]
+
+
+def test_a_mutant_starts_with_the_cases_that_launch_where_its_code_differs(tmp_path):
+    cases = smoke()
+    runner = _runner(tmp_path, cases)
+    try:
+        keys = runner.case_target_keys()
+        assert len(keys) == len(cases) and all(keys)
+        late = max(range(len(cases)), key=lambda i: (keys[i][0] != keys[0][0], i))
+        mutant = _mutant("differs-late", "")
+        runner.differs_at[mutant.id] = keys[late][0]
+        order = runner._compiled_first(mutant, list(range(len(cases))))
+        reaching = [i for i in range(len(cases)) if keys[late][0] in keys[i]]
+        assert order[:len(reaching)] == reaching and sorted(order) == list(range(len(cases)))
+        assert runner._compiled_first(_mutant("unclassified", ""), [2, 0, 1]) == [2, 0, 1]
+    finally:
+        runner.close()
