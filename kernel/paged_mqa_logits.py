@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel.tuning import resolve_tuning
+from kernel.tuning import device_sms, resolve_tuning
 from kernel.validation import check_inputs
 
 
@@ -244,7 +244,7 @@ def plan_launch(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
         next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, check_values=validate,
     )
-    tuning = resolve_tuning(dims, q.device, preshuffle, **{name: knobs.get(name) for name in TUNING_KNOBS})
+    tuning = resolve_tuning(dims, device_sms(q.device), preshuffle, **{name: knobs.get(name) for name in TUNING_KNOBS})
     if out is None:
         out = torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32, device=q.device)
     args = (

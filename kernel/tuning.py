@@ -33,9 +33,14 @@ class Tuning:
     num_stages: int
 
 
+def device_sms(device: torch.device) -> int:
+    """The SMs the split policy fills: the GPU's, or the nominal one of the CPU interpreter."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else NOMINAL_SMS
+
+
 def resolve_tuning(
     dims: Dims,
-    device: torch.device,
+    sms: int,
     preshuffle: bool,
     num_splits: int | None,
     block_n: int | None,
@@ -49,7 +54,7 @@ def resolve_tuning(
     elif block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
-        num_splits = _default_splits(dims, device, block_n)
+        num_splits = _default_splits(dims, sms, block_n)
     elif not _positive_int(num_splits):
         raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
     warp_choices = _warp_choices(block_n, next_n_pad)
@@ -79,9 +84,8 @@ def _warp_choices(block_n: int, next_n_pad: int) -> tuple[int, ...]:
     return tuple(w for w in (4, 8, 16) if w // min(w, m_warps) <= next_n_pad)
 
 
-def _default_splits(dims: Dims, device: torch.device, block_n: int) -> int:
+def _default_splits(dims: Dims, sms: int, block_n: int) -> int:
     """Enough programs to fill every SM a few times over, from host-side sizes only."""
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else NOMINAL_SMS
     max_tiles = -(-dims.max_blocks * dims.kv_block // block_n)
     wanted = -(-PROGRAMS_PER_SM * sms // dims.batch)
     return max(1, min(wanted, max_tiles // MIN_TILES_PER_PROGRAM))

@@ -18,9 +18,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 
-import torch
-
-from kernel.tuning import BLOCK_N_CHOICES, Tuning, resolve_tuning
+from kernel.tuning import BLOCK_N_CHOICES, NOMINAL_SMS, Tuning, resolve_tuning
 from kernel.validation import PRESHUFFLE_TILE, Dims
 
 OVER_2GIB = 2**31 + 2**20
@@ -85,7 +83,7 @@ class Case:
         """The launcher's tuning for this call; ValueError for knobs it rejects. The split
         count is fixed here: the launcher's own depends on the device."""
         dims = Dims(self.batch, self.next_n, self.heads, self.head_dim, self.kv_block, num_blocks=0, max_blocks=0)
-        return resolve_tuning(dims, torch.device("cpu"), self.preshuffle, 1, self.block_n, self.num_warps,
+        return resolve_tuning(dims, NOMINAL_SMS, self.preshuffle, 1, self.block_n, self.num_warps,
                               self.num_stages)
 
     def is_accepted(self) -> bool:

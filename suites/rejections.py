@@ -53,6 +53,7 @@ class InputEdit:
     reads_values: bool = False  # caught only by the checks of tensor values (validate=True)
     # the base inputs (of BASES) its cases run on
     bases: tuple[str, ...] = ("small",)
+    quotes: str = ""  # text the message must hold: where several values are bad, the first
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -254,6 +255,19 @@ def _empty_q(dim: int) -> Callable[[OpInputs], Call]:
     return change
 
 
+def _every_sequence_bad(argument: str, bad_row: Callable[[OpInputs, int], None]) -> Callable[[OpInputs], Call]:
+    """Every sequence's ``argument`` made bad by ``bad_row(tensor, b)``: the error must quote
+    the first."""
+
+    def change(inputs: OpInputs) -> Call:
+        tensor = getattr(inputs, argument).clone()
+        for b in range(_batch(inputs)):
+            bad_row(tensor, b, inputs)
+        return Call(replace(inputs, **{argument: tensor}))
+
+    return change
+
+
 def _out_of_range(name: str, argument: str, change, applies=_always, **fields) -> InputEdit:
     """An edit that only the checks of tensor values, which ``validate=False`` skips, catch."""
     return InputEdit(name, argument, ValueError, change, applies, reads_values=True, **fields)
@@ -388,6 +402,16 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("context_lens-at-next-n", "", None, _context(lambda i, b: _live_rows(i, b)),
               bases=("small", "small-uniform")),
     _out_of_range("context_lens-zero", "context_lens", _context(lambda i, b: 0, first=True)),
+    # every sequence wrong: the message quotes the first (the value differs per sequence)
+    _out_of_range("context_lens-every-sequence-past-max-model-len", "context_lens",
+                  _every_sequence_bad("context_lens", lambda t, b, i: t.__setitem__(b, i.max_model_len + 1 + b)),
+                  quotes="at b=0"),
+    _out_of_range("next_n_lens-every-sequence-zero", "next_n_lens",
+                  _every_sequence_bad("next_n_lens", lambda t, b, i: t.__setitem__(b, 0)), _has_next_n_lens,
+                  quotes="at b=0"),
+    _out_of_range("block_table-every-sequence-num-blocks-in-first-column", "block_table",
+                  _every_sequence_bad("block_table", lambda t, b, i: t[b].__setitem__(0, i.kv_cache.shape[0])),
+                  quotes="at [0, 0]"),
     _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens),
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
                   _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens),
@@ -455,6 +479,9 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         raise AssertionError(f"{edit.name}: the op accepted the input; expected {expected}")
     if readable and not torch.equal(out, before):
         raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
+    if edit.quotes not in message:
+        raise AssertionError(f"{edit.name}: expected the message to quote the first bad value, {edit.quotes!r},"
+                             f" got {message}")
 
 
 SMALL = dict(batch=2, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False, context_lens=[40, 21],

@@ -1,10 +1,11 @@
 """What the mutation runner runs: a suite's cases of every kind, shipped as plain dicts.
 
-A suite runs two kinds of case: the op on valid inputs against the oracle (``Case``,
-checked by ``check_case``), and an edit of valid inputs that the op must reject, or accept
-and compute (``RejectionCase``, checked by ``check_rejection``). The curated and
-exhaustive suites hold both, so validation and the launcher are held to the contract as
-the kernel is; the smoke suite only logits cases.
+A suite runs three kinds of case: the op on valid inputs against the oracle (``Case``,
+checked by ``check_case``); an edit of valid inputs that the op must reject, or accept and
+compute (``RejectionCase``, checked by ``check_rejection``); and the launcher's defaults
+against their pinned table (``DefaultsCase``, checked by ``check_defaults``). The curated
+and exhaustive suites hold all three, so validation, the launcher and its tuning are held
+to the contract as the kernel is; the smoke suite only logits cases.
 """
 
 from dataclasses import replace
@@ -15,8 +16,9 @@ from oracle import OpInputs
 from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
+from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
-KINDS = {"logits": Case, "input-edit": RejectionCase}
+KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase}
 SUITES_WITH_EDITS = ("curated", "exhaustive")
 
 
@@ -38,9 +40,10 @@ def resolve_device(requested: str | None) -> str:
 
 
 def suite_cases(name: str) -> list:
-    """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits."""
+    """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits and
+    the launcher's defaults."""
     cases = suite(name)
-    return cases + rejection_cases() if name in SUITES_WITH_EDITS else cases
+    return cases + rejection_cases() + defaults_cases() if name in SUITES_WITH_EDITS else cases
 
 
 def to_dict(case) -> dict:
@@ -58,6 +61,9 @@ def check(case, op, device: str | torch.device) -> None:
     if isinstance(case, Case):
         check_case(case, op, device)
         return
+    if isinstance(case, DefaultsCase):
+        check_defaults(case, op)
+        return
     with interpreter_checked(device):
         check_rejection(case, op, device)
 
@@ -74,6 +80,8 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
         if case.tuning():
             calls.append({})
         return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
+    if isinstance(case, DefaultsCase):
+        return []
     edit = EDITS[case.edit]
     if edit.error is not None:
         return []

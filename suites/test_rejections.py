@@ -86,3 +86,13 @@ def test_gate_fails_an_op_that_writes_out_before_rejecting(rejection, device):
 def test_gate_fails_an_op_that_rejects_a_valid_boundary(rejection, device):
     with pytest.raises(AssertionError):
         check_rejection(rejection, _raises(ValueError, "context_lens: out of range"), device)
+
+
+QUOTING = [c for c in REJECTED if EDITS[c.edit].quotes]
+
+
+@pytest.mark.parametrize("rejection", QUOTING, ids=_ids(QUOTING))
+def test_gate_fails_an_op_that_quotes_another_bad_value(rejection, device):
+    edit = EDITS[rejection.edit]
+    with pytest.raises(AssertionError, match="quote the first bad value"):
+        check_rejection(rejection, _raises(edit.error, f"{edit.argument}: bad at b=1 [1, 0]"), device)

@@ -166,12 +166,12 @@ def test_a_case_with_no_knob_calls_the_op_twice():
 def test_the_default_warp_count_obeys_the_rule_a_callers_count_does():
     """With one next_n slot and many heads the query rows exceed 128, yet 8 warps would split
     the slot's heads across warps: the default stays at 4, a count every layout accepts."""
-    from kernel.tuning import _warp_choices, resolve_tuning
+    from kernel.tuning import NOMINAL_SMS, _warp_choices, resolve_tuning
 
     for heads, next_n in ((32, 1), (64, 1), (256, 1), (64, 3), (32, 8), (64, 8)):
         dims = Dims(2, next_n, heads, 128, 64, num_blocks=4, max_blocks=2)
-        tuning = resolve_tuning(dims, torch.device("cpu"), False, 1, None, None, None)
+        tuning = resolve_tuning(dims, NOMINAL_SMS, False, 1, None, None, None)
         assert tuning.num_warps in _warp_choices(tuning.block_n, tuning.next_n_pad), (heads, next_n)
-    wide = resolve_tuning(Dims(2, 8, 64, 128, 64, num_blocks=4, max_blocks=2), torch.device("cpu"), False, 1,
+    wide = resolve_tuning(Dims(2, 8, 64, 128, 64, num_blocks=4, max_blocks=2), NOMINAL_SMS, False, 1,
                           None, None, None)
     assert wide.num_warps == 8

@@ -1,0 +1,126 @@
+"""The tuning the launcher picks when the caller passes no knob, pinned as data.
+
+The defaults are what most users run: a changed split count, warp count or pipeline depth
+computes the same values and the same work per launch, so no logits case can see it, yet
+it changes the op's speed. ``tuning_defaults.json`` holds, for a grid of shapes on the CPU
+interpreter and on GPUs of 78 and 132 SMs, the knobs the launcher chooses, and for every
+tile width and padded next_n the warp counts it accepts. A deliberate change of the policy
+regenerates the table (``python -m suites.tuning_defaults --write``) with the benchmark's
+figures in its commit; any other change of it is a bug, and a case of this kind fails.
+"""
+
+import argparse
+import itertools
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+TABLE = Path(__file__).with_name("tuning_defaults.json")
+# the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
+SM_COUNTS = ("cpu", "78", "132")
+# each default's rule meets a boundary inside the grid: query rows 64 to 512 (warps, stages),
+# programs per SM against tiles per program (splits), a layout per stage count
+SHAPES = {
+    "batch": (1, 3, 16, 256),
+    "next_n": (1, 2, 3, 8),
+    "heads": (32, 64),
+    "layout": ((1, False), (64, False), (64, True)),  # (kv_block, preshuffle)
+    "tokens": (64, 1024, 32768),  # the block table's capacity in tokens
+    "block_n": (None, 16),
+}
+WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+HEAD_DIM = 128  # no default depends on it
+
+
+@dataclass(frozen=True)
+class DefaultsCase:
+    """The launcher's defaults for every shape of the grid, at one SM count."""
+
+    sms: str
+
+    @property
+    def id(self) -> str:
+        return f"tuning-defaults-sms-{self.sms}"
+
+    @property
+    def seed(self) -> int:
+        return 0
+
+    @property
+    def compile_key(self) -> tuple:
+        return ()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def defaults_cases() -> list[DefaultsCase]:
+    return [DefaultsCase(sms) for sms in SM_COUNTS]
+
+
+def chosen(launcher, sms: str) -> dict:
+    """What ``launcher`` (the module of ``plan_launch``) picks at ``sms``: per shape of the
+    grid, its (num_splits, block_n, num_warps, num_stages); per tile width and next_n, the
+    warp counts it accepts."""
+    from kernel.validation import Dims
+
+    count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
+    picks = {}
+    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n in itertools.product(*SHAPES.values()):
+        max_blocks = -(-tokens // kv_block)
+        dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
+        tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None)
+        key = f"B{batch}-nn{next_n}-H{heads}-kvb{kv_block}{'-preshuffle' if preshuffle else ''}-T{tokens}-bn{block_n}"
+        picks[key] = f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
+    accepted = {}
+    for block_n, next_n in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 8)):
+        dims = Dims(1, next_n, 64, HEAD_DIM, 64, num_blocks=1, max_blocks=1)
+        accepted[f"bn{block_n}-nn{next_n}"] = " ".join(str(w) for w in WARP_COUNTS
+                                                       if _accepts(launcher, dims, count, block_n, w))
+    return {"defaults": picks, "warps accepted": accepted}
+
+
+def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int) -> bool:
+    try:
+        launcher.resolve_tuning(dims, sms, False, 1, block_n, num_warps, None)
+    except ValueError:
+        return False
+    return True
+
+
+def check_defaults(case: DefaultsCase, op) -> None:
+    """Raise AssertionError, naming the first shape, unless the launcher of ``op`` picks the
+    pinned defaults."""
+    launcher = sys.modules[op.__module__]
+    pinned = json.loads(TABLE.read_text())[case.sms]
+    got = chosen(launcher, case.sms)
+    for part in pinned:
+        for key, want in pinned[part].items():
+            have = got[part].get(key)
+            if have != want:
+                what = "(num_splits, block_n, num_warps, num_stages)" if part == "defaults" else "num_warps accepted"
+                raise AssertionError(f"tuning at {case.sms} SMs, {key}: {what} {have}, pinned {want}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="check or rewrite the pinned tuning defaults")
+    parser.add_argument("--write", action="store_true", help="rewrite the table from the launcher as it is")
+    args = parser.parse_args(argv)
+    import kernel.paged_mqa_logits as launcher
+
+    table = {sms: chosen(launcher, sms) for sms in SM_COUNTS}
+    if args.write:
+        TABLE.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
+        print(f"wrote {TABLE.name}: {sum(len(t['defaults']) for t in table.values())} defaults")
+        return 0
+    pinned = json.loads(TABLE.read_text())
+    differing = [sms for sms in SM_COUNTS if pinned.get(sms) != table[sms]]
+    print("the table matches the launcher" if not differing else f"differs at {', '.join(differing)} SMs")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
