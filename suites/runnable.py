@@ -17,7 +17,7 @@ from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_ch
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase}
-SUITES_WITH_EDITS = ("curated", "exhaustive")
+SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
 def resolve_device(requested: str | None) -> str:
