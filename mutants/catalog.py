@@ -280,7 +280,7 @@ CATALOG: tuple[Bug, ...] = (
         name="int32-token-gather-offset",
         description="the per-token gather computes block offsets in 32 bits: a pool over 2 GiB wraps",
         exposed_by=Exposure("a pool over 2 GiB with a per-token gather (kv_block not a multiple of block_n)",
-                            _logits(lambda c: c.pool == "over-2gib" and c.kv_block % _tile(c) != 0)),
+                            _logits(lambda c: c.min_pool_bytes() > 2**31 and c.kv_block % _tile(c) != 0)),
         site=m.Assign(targets=[m.AssignTarget(m.Name("token_block_ptrs"))]),
         mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
     ),

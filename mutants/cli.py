@@ -6,6 +6,7 @@
              [--device cpu|cuda] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut report [same selection as run] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut minimize [--suite ...] [--mutants SET] [--device ...]
+    kmut curate [--suite ...] [--mutants SET] [--only ID,...] [--budget SECONDS] [--write]
 
 SET is catalog (the named bugs, default), generic, gpu, operators (every operator, on the
 kernel and on its host code: launcher, tuning, validation), device or host (every operator, on
@@ -31,6 +32,8 @@ from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
 from mutants.store import default_store_path
+
+SUITE_NAMES = ("curated", "exhaustive", "sample", "smoke")
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
@@ -71,6 +74,8 @@ def _number(parse, accepts, expected: str):
     return convert
 
 
+DEFAULT_CURATE_BUDGET = 120.0
+
 percentage = _number(float, lambda value: 0 <= value <= 100, "a percentage from 0 to 100")
 _seconds = _number(float, lambda value: value >= 0, "seconds, 0 or more")
 _positive = _number(int, lambda value: value >= 1, "a positive integer")
@@ -91,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--only", dest="only", default=None, metavar="ID,...",
                            help="only these mutants of the set (comma-separated ids, as `kmut list` prints them)")
         if with_suite:
-            p.add_argument("--suite", dest="suite", choices=("curated", "exhaustive", "smoke"), default="curated",
-                           help="curated (default), exhaustive (the nightly sweep) or smoke (three quick cases)")
+            p.add_argument("--suite", dest="suite", choices=SUITE_NAMES, default="curated",
+                           help="curated (default), exhaustive (the nightly sweep), sample (curated and a fixed"
+                                " sample of exhaustive) or smoke (three quick cases)")
             p.add_argument("--device", dest="device", choices=("cpu", "cuda"), default=None,
                            help="where cases run (default: cuda when available, else cpu)")
             p.add_argument("--matrix", dest="matrix", action="store_true",
@@ -139,8 +145,19 @@ def build_parser() -> argparse.ArgumentParser:
     selection(report)
     outputs(report)
 
-    minimize = commands.add_parser("minimize", help="the smallest case subset that keeps every kill (needs --matrix results)")
+    minimize = commands.add_parser("minimize", help="the smallest case subset that keeps every kill (needs --matrix"
+                                                     " results), against the curated suite")
     selection(minimize, with_only=False)
+
+    curate = commands.add_parser("curate", help="search a case that kills each survivor of the last run")
+    selection(curate)
+    curate.add_argument("--budget", dest="budget", type=_seconds, default=DEFAULT_CURATE_BUDGET, metavar="SECONDS",
+                        help="seconds of its own cases each survivor's search may spend"
+                             f" (default {DEFAULT_CURATE_BUDGET:g})")
+    curate.add_argument("--write", dest="write", action="store_true",
+                        help="add each killing case to the curated suite's data (suites/curated_additions.json)")
+    curate.add_argument("--jobs", dest="jobs", type=_positive, default=None,
+                        help="workers side by side (default: one per core on cpu, one per GPU on cuda)")
     return parser
 
 
@@ -274,10 +291,94 @@ def cmd_minimize(args) -> int:
     print(f"{len(idle)} cases kill nothing" + (":" if idle else ""))
     for case_id in idle:
         print(f"  {case_id}")
+    cases = {case.id: case for case in _cases(args.suite)}
+    print(against_curated(scored, kept, store.baseline(scope), [cases[case_id] for case_id in kept],
+                          _cases("curated")))
     return EXIT_OK
 
 
-COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_report, "minimize": cmd_minimize}
+def against_curated(scored, kept: list[str], seconds: dict[str, float], derived: list, curated: list) -> str:
+    """The derived suite ``kept`` beside the curated one: the curated cases of the matrix that
+    kill nothing, the kills no curated case makes, each suite's time by the baseline of the
+    matrix run, and, for the catalog, the derived case that holds each bug's exposing axis."""
+    from mutants.catalog import CATALOG
+    from suites.cases import suite
+
+    kills = scored.matrix()
+    curated_ids = [case.id for case in curated]
+    in_matrix = [case_id for case_id in curated_ids if case_id in kills]
+    idle = [case_id for case_id in in_matrix if not kills[case_id]]
+    covered = set().union(*(kills[case_id] for case_id in in_matrix))
+    lacking = {mutant for case_id in kept for mutant in kills[case_id]} - covered
+    lines = [f"against curated ({len(curated_ids)} cases, {len(in_matrix)} of them in this matrix):",
+             f"{len(idle)} curated cases kill nothing here" + (":" if idle else "")]
+    lines += [f"  {case_id}" for case_id in idle]
+    lines.append(f"{len(lacking)} kills no curated case makes" + (":" if lacking else ""))
+    lines += [f"  {mutant}: killed by {', '.join(c for c in kept if mutant in kills[c])}" for mutant in sorted(lacking)]
+
+    def timed(name: str, case_ids: list[str]) -> str:
+        known = [seconds[case_id] for case_id in case_ids if case_id in seconds]
+        untimed = f", {len(case_ids) - len(known)} not run here" if len(known) < len(case_ids) else ""
+        return f"  {name}: {len(case_ids)} cases, {sum(known):.1f} s of baseline for {len(known)}{untimed}"
+
+    lines.append("time, the unmutated kernel's per case in the matrix run's baseline (one worker's seconds):")
+    lines.append(timed("derived", kept))
+    lines.append(timed("curated", curated_ids))
+    if scored.suite != "exhaustive":
+        lines.append(timed("exhaustive", [case.id for case in suite("exhaustive")]))
+    if scored.mutant_set == "catalog":
+        lines.append("each catalog bug's exposing axis in the derived suite:")
+        for bug in CATALOG:
+            holding = bug.exposed_by.cases(derived)
+            where = holding[0].id if holding else "missing"
+            lines.append(f"  {bug.name} ({bug.exposed_by.text}): {where}")
+    return "\n".join(lines)
+
+
+def cmd_curate(args) -> int:
+    print(f"kmut: loading torch and Triton, the {args.suite} suite and the {args.mutant_set} mutants",
+          file=sys.stderr, flush=True)
+    from mutants.curate import describe, search
+    from mutants.runner import SURVIVED, Runner
+    from suites.candidates import TIERS
+    from suites.cases import Case, add_case
+
+    device = _device(args.device)
+    store, scope = _open(args, device, create=True)
+    mutants = _mutants(args.mutant_set, args.only)
+    results = store.results(scope, {m.key: m.id for m in mutants})
+    survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED]
+    if not survivors:
+        raise UsageError(f"no survivors of the {args.mutant_set} mutants on {args.suite} ({scope.mode}) in"
+                         f" {args.store}; run `kmut run` first")
+    jobs = args.jobs or _default_jobs(device)
+    started = time.monotonic()
+    tiers = {name: draw(args.suite) for name, draw in TIERS.items()}
+    print(f"kmut: {len(survivors)} survivors, {args.budget:g} s each, on {device} with {jobs} worker(s);"
+          f" candidates: " + ", ".join(f"{name} {len(cases)}" for name, cases in tiers.items()), file=sys.stderr)
+    runner = Runner(cases=[], device=device, jobs=jobs, store=store, scope=scope)
+    try:
+        leads = search(runner, store, scope, survivors, tiers, args.budget,
+                       report=lambda line: print(line, file=sys.stderr, flush=True))
+    finally:
+        runner.close()
+    suite_cases = [case for case in _cases(args.suite) if isinstance(case, Case)]
+    for lead in leads:
+        text, case, exposed = describe(lead, suite_cases)
+        print(text)
+        if case is None:
+            continue
+        print(f"  record: {json.dumps({'id': case.id, 'kills': lead.mutant.id, 'exposed_by': exposed, 'values': case.as_dict()})}")
+        if args.write:
+            print("  written to the curated suite's data" if add_case(case, lead.mutant.id, exposed)
+                  else "  already in the curated suite's data")
+    found = sum(lead.killer is not None for lead in leads)
+    print(f"{found} of {len(leads)} survivors killed by a case found; {time.monotonic() - started:.0f} s wall")
+    return EXIT_OK
+
+
+COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_report, "minimize": cmd_minimize,
+            "curate": cmd_curate}
 
 
 # -- helpers --

@@ -78,10 +78,10 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:
     """Hash of every file a mutant's outcome depends on besides the mutant itself: the
-    kernel package, the oracle and the suites."""
+    kernel package, the oracle and the suites (their code and their data)."""
     digest = hashlib.sha256()
     for folder in (TRITON_TARGET.package, "oracle", "suites"):
-        for path in sorted((root / folder).rglob("*.py")):
+        for path in sorted(p for suffix in ("*.py", "*.json") for p in (root / folder).rglob(suffix)):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:20]

@@ -220,10 +220,7 @@ class Runner:
             self.case_seconds = stored
             return stored
         original = self.overlay("original")
-        chunks = compile_grouped_chunks(self.cases, self.jobs)
-        tasks = [_Task("<baseline>", original, chunk, False) for chunk in chunks if chunk]
-        outcomes = self._run_tasks(tasks, label="baseline", per_case=True)
-        results = {i: r for progress in outcomes for i, r in progress.results.items()}
+        results = self._original_on(range(len(self.cases)), original, label="baseline")
         self._refuse_lost_workers(results)
         failing = [i for i in range(len(self.cases)) if results.get(i, NO_RECORD).result != PASS]
         sample = failing or list(range(0, len(self.cases), max(1, len(self.cases) // FLAKE_SAMPLE)))[:FLAKE_SAMPLE]
@@ -246,6 +243,35 @@ class Runner:
         self.case_seconds = {self.case_ids[i]: r.seconds for i, r in results.items()}
         self.store.save_baseline(self.scope, self.case_seconds)
         return self.case_seconds
+
+    def _original_on(self, indices, original: str, *, label: str) -> dict[int, CaseRecord]:
+        """The unmutated kernel on the cases at ``indices``, each compiled kernel in one worker."""
+        chunks = compile_grouped_chunks([self.cases[i] for i in indices], self.jobs)
+        tasks = [_Task("<baseline>", original, [indices[i] for i in chunk], False) for chunk in chunks if chunk]
+        outcomes = self._run_tasks(tasks, label=label, per_case=True)
+        return {i: r for progress in outcomes for i, r in progress.results.items()}
+
+    # -- cases beyond the suite, for a search --
+
+    def add_cases(self, cases: list) -> list[int]:
+        """Append ``cases`` to the run's list, as cases a search tries; returns their indices."""
+        start = len(self.cases)
+        self.cases += cases
+        self.case_dicts += [to_dict(c) for c in cases]
+        self.case_ids += [c.id for c in cases]
+        return list(range(start, len(self.cases)))
+
+    def baseline_cases(self, indices: list[int]) -> dict[int, CaseRecord]:
+        """The unmutated kernel on added cases; the time of each it passes sets its timeout."""
+        results = self._original_on(indices, self.overlay("original"), label="candidates")
+        self.case_seconds.update({self.case_ids[i]: r.seconds for i, r in results.items() if r.result == PASS})
+        return results
+
+    def try_cases(self, cases_of: dict[str, list[int]], mutants: dict[str, Mutant]) -> dict[str, dict[int, CaseRecord]]:
+        """Each mutant (by id) against its case indices, in order, until its first failing case."""
+        tasks = [_Task(mutant_id, "", list(indices), True) for mutant_id, indices in cases_of.items() if indices]
+        finished = self._run_tasks(tasks, label="search", mutants=mutants)
+        return {progress.task.mutant_id: progress.results for progress in finished}
 
     def _refuse_lost_workers(self, results: dict[int, CaseRecord]) -> None:
         """A worker lost on every try of a baseline case says nothing about the kernel's answers."""
@@ -707,8 +733,10 @@ PHASES = {
     "compile": "classify by compiled code (offline sm_90 compile, no GPU needed)",
     "mutants": "mutants: each in a worker, against the suite",
     "memcheck": "memcheck: the survivors again, under compute-sanitizer",
+    "candidates": "candidates: the unmutated kernel on the cases a search tries next",
+    "search": "search: each survivor against the candidates, until one kills it",
 }
-PHASE_UNITS = {"baseline": "case"}
+PHASE_UNITS = {"baseline": "case", "candidates": "case"}
 
 
 class ProgressPrinter:

@@ -1,5 +1,8 @@
 """The result store: one SQLite file, written as each mutant finishes.
 
+A search for a case that kills a survivor (``kmut curate``) keeps every candidate it tried,
+for the survivor and for the unmutated kernel, so it too resumes where it stopped.
+
 A result is keyed by the mutant (its key hashes the mutated file), the suite, the digest of
 everything else the outcome depends on (kernel package, oracle, suites, kmut itself, the torch
 and Triton versions, the device's name), the mode (first kill or full matrix) and the device
@@ -22,7 +25,7 @@ from urllib.parse import quote
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN
 
 # bump when the tables or the values their CHECK constraints allow change
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE results (
@@ -70,6 +73,20 @@ CREATE TABLE runs (
     classified INTEGER,
     cases TEXT NOT NULL
 );
+CREATE TABLE searches (
+    mutant_key TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    result TEXT NOT NULL CHECK (result IN ({case_results})),
+    seconds REAL NOT NULL,
+    detail TEXT NOT NULL,
+    case_values TEXT NOT NULL,
+    PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
+);
 PRAGMA user_version = {version};
 """
 
@@ -105,6 +122,18 @@ class Result:
     killed_by: list[str] = field(default_factory=list)
     seconds: float = 0.0
     case_results: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Try:
+    """One candidate case a search ran against one mutant (or the unmutated kernel)."""
+
+    case_id: str
+    result: str  # a case result: pass, fail, stillborn, error or timeout
+    seconds: float
+    detail: str
+    values: dict  # the case's axis values, to rebuild it
+    tier: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,6 +237,24 @@ class Store:
                                      f" {result!r} on case {case_id}")
                 results[key].case_results[case_id] = result
         return results
+
+    # -- searches --
+
+    def save_tries(self, scope: Scope, mutant_key: str, tier: str, tries: list["Try"]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO searches VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [(mutant_key, *scope.key(), t.case_id, tier, t.result, t.seconds, t.detail, json.dumps(t.values))
+                 for t in tries])
+
+    def tries(self, scope: Scope, mutant_key: str) -> dict[str, "Try"]:
+        """The candidates a search tried for ``mutant_key``, by case id, in the order tried."""
+        rows = self.db.execute(
+            "SELECT case_id, tier, result, seconds, detail, case_values FROM searches"
+            " WHERE mutant_key=? AND suite=? AND digest=? AND mode=? AND device=? ORDER BY rowid",
+            (mutant_key, *scope.key()))
+        return {case_id: Try(case_id, result, seconds, detail, json.loads(values), tier)
+                for case_id, tier, result, seconds, detail, values in rows}
 
     # -- baselines --
 

@@ -11,12 +11,18 @@ left at ``None`` is not passed at all: the launcher chooses it, as for most call
   where tile-range arithmetic couples, the launcher's defaults on every layout, every
   block-table layout and every >2 GiB pool on each way the kernel gathers keys.
 - exhaustive: the full product, for the nightly sweep (trimmed in ``EXHAUSTIVE_VALUES``).
+
+The runtime axes also take values beyond the declared ones, as ``kmut curate`` finds them:
+context lengths and live rows per sequence as tuples, any split count, a pool size in bytes.
+Curated cases found that way are data, in ``curated_additions.json`` beside this file.
 """
 
 import itertools
+import json
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 
 from kernel.tuning import BLOCK_N_CHOICES, NOMINAL_SMS, Tuning, resolve_tuning
 from kernel.validation import PRESHUFFLE_TILE, Dims
@@ -26,6 +32,11 @@ OVER_2GIB = 2**31 + 2**20
 
 def _prefixed(prefix: str) -> Callable[[object], str]:
     return lambda value: f"{prefix}{value}"
+
+
+def _runtime(prefix: str) -> Callable[[object], str]:
+    """A declared value by name; values beyond the declared ones: one number per sequence."""
+    return lambda value: f"{prefix}{'.'.join(map(str, value))}" if isinstance(value, tuple) else f"{prefix}{value}"
 
 
 def _knob(prefix: str, unset: str = "default") -> Callable[[object], str]:
@@ -48,12 +59,15 @@ class Case:
     num_stages: int | None = _axis(None, (None, 1, 3), compiled=True, spell=_knob("st"))
     batch: int = _axis(2, (1, 2, 3), compiled=False, spell=_prefixed("b"))
     next_n: int = _axis(2, (1, 2, 3, 8), compiled=True, spell=_prefixed("nn"))
-    context: str = _axis("multi-tile", ("short", "one-tile", "multi-tile", "ragged", "max-len", "equals-nn"),
-                         compiled=False, spell=_prefixed("ctx_"))
+    context: str | tuple[int, ...] = _axis(
+        "multi-tile", ("short", "one-tile", "multi-tile", "ragged", "max-len", "equals-nn"),
+        compiled=False, spell=_runtime("ctx_"))
     # the kernel is specialized on whether next_n_lens is given, not on its values
-    next_n_lens: str = _axis("none", ("none", "full", "ragged"), compiled=True, spell=_prefixed("nnl_"))
+    next_n_lens: str | tuple[int, ...] = _axis("none", ("none", "full", "ragged"), compiled=True,
+                                               spell=_runtime("nnl_"))
     splits: int | None = _axis(2, (None, 1, 2, 3), compiled=False, spell=_knob("split", unset="auto"))
-    pool: str = _axis("compact", ("compact", "over-2gib"), compiled=False, spell=_prefixed("pool_"))
+    # a name, or the pool's least size in bytes
+    pool: str | int = _axis("compact", ("compact", "over-2gib"), compiled=False, spell=_prefixed("pool_"))
     # spare: two unused columns past the longest context; exact: the longest context fills
     # the table to its last column; column-slice: a column slice of a wider table
     table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
@@ -87,20 +101,30 @@ class Case:
                               self.num_stages)
 
     def is_accepted(self) -> bool:
-        """Whether the op accepts this call (layout and tuning knobs)."""
+        """Whether the op accepts this call: layout, tuning knobs, and runtime values beyond
+        the declared ones (one per sequence, every sequence at least its live rows)."""
         if self.preshuffle and self.kv_block % PRESHUFFLE_TILE:
             return False
         try:
             self.launcher_tuning()
         except ValueError:
             return False
-        return True
+        if isinstance(self.next_n_lens, tuple) and (
+                len(self.next_n_lens) != self.batch or not all(1 <= n <= self.next_n for n in self.next_n_lens)):
+            return False
+        if isinstance(self.context, tuple):
+            live = self.live_rows() or [self.next_n] * self.batch
+            if len(self.context) != self.batch or any(ctx < rows for ctx, rows in zip(self.context, live)):
+                return False
+        if self.splits is not None and self.splits < 1:
+            return False
+        return not isinstance(self.pool, int) or self.pool >= 0
 
     def context_lens(self) -> list[int]:
         """Token counts per sequence, placed on the tile boundaries this case is about."""
         tile = self.launcher_tuning().block_n
         floor = self.next_n
-        lengths = {
+        named = {
             "short": lambda: [max(floor, tile // 2 - 1 + b) for b in range(self.batch)],
             "one-tile": lambda: [max(floor, tile)] * self.batch,
             "multi-tile": lambda: [5 * tile + 3 + b for b in range(self.batch)],
@@ -108,7 +132,8 @@ class Case:
                                itertools.islice(itertools.cycle((3 * tile + 5, tile - 1, 7 * tile, tile + 1)), self.batch)],
             "max-len": lambda: [4 * tile + 9] * self.batch,
             "equals-nn": lambda: self.live_rows() or [self.next_n] * self.batch,
-        }[self.context]()
+        }
+        lengths = list(self.context) if isinstance(self.context, tuple) else named[self.context]()
         if self.table == "exact":
             longest = lengths.index(max(lengths))
             lengths[longest] = -(-lengths[longest] // self.kv_block) * self.kv_block
@@ -119,6 +144,8 @@ class Case:
         return longest if self.context == "max-len" else longest + self.launcher_tuning().block_n + 5
 
     def live_rows(self) -> list[int] | None:
+        if isinstance(self.next_n_lens, tuple):
+            return list(self.next_n_lens)
         if self.next_n_lens == "none":
             return None
         if self.next_n_lens == "full":
@@ -132,8 +159,16 @@ class Case:
                  "num_stages": self.num_stages}
         return {name: value for name, value in knobs.items() if value is not None}
 
+    def min_pool_bytes(self) -> int:
+        return {"compact": 0, "over-2gib": OVER_2GIB}.get(self.pool, self.pool)
+
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_record(cls, values: dict) -> "Case":
+        """The case of ``as_dict``'s values read back from JSON (its lists are tuples here)."""
+        return cls(**{name: tuple(value) if isinstance(value, list) else value for name, value in values.items()})
 
 
 @dataclass(frozen=True)
@@ -196,6 +231,33 @@ def _unique(cases) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
+CURATED_ADDITIONS = Path(__file__).with_name("curated_additions.json")
+
+
+def added_cases(path: Path = CURATED_ADDITIONS) -> list[Case]:
+    """The curated cases ``kmut curate --write`` added: each a record with the case's id, its
+    axis values, the mutant it kills and what exposed it."""
+    if not path.exists():
+        return []
+    cases = []
+    for record in json.loads(path.read_text())["cases"]:
+        case = Case.from_record(record["values"])
+        if case.id != record["id"]:
+            raise ValueError(f"{path}: the record {record['id']} reads back as the case {case.id}")
+        cases.append(case)
+    return cases
+
+
+def add_case(case: Case, kills: str, exposed_by: str, path: Path = CURATED_ADDITIONS) -> bool:
+    """Add ``case`` to the curated additions; False when it is there already."""
+    records = json.loads(path.read_text())["cases"] if path.exists() else []
+    if any(record["id"] == case.id for record in records):
+        return False
+    records.append({"id": case.id, "kills": kills, "exposed_by": exposed_by, "values": case.as_dict()})
+    path.write_text(json.dumps({"cases": records}, indent=1) + "\n")
+    return True
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -216,7 +278,7 @@ def curated() -> list[Case]:
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     cases += [_on_gather_path(replace(small, pool="over-2gib"), layouts[0]) for layouts in GATHER_PATHS.values()]
-    return _unique(cases)
+    return _unique(cases + added_cases())
 
 
 def exhaustive() -> list[Case]:
@@ -228,13 +290,27 @@ def exhaustive() -> list[Case]:
     return _unique(product + curated())
 
 
+# the sample: one in this many curated cases, and of the rest of exhaustive, chosen by seed
+SAMPLE_CURATED_STRIDE = 8
+SAMPLE_EXHAUSTIVE_STRIDE = 1500
+
+
+def sample() -> list[Case]:
+    """A fixed sample of exhaustive, its curated cases among them: a kill matrix a CPU can
+    afford, to derive a suite from and hold it against curated (``kmut minimize``)."""
+    cases = curated()
+    chosen = set(cases)
+    return ([case for case in cases if case.seed % SAMPLE_CURATED_STRIDE == 0]
+            + [case for case in exhaustive() if case not in chosen and case.seed % SAMPLE_EXHAUSTIVE_STRIDE == 0])
+
+
 def smoke() -> list[Case]:
     """Three quick cases, for checking the mutation framework itself rather than the kernel."""
     small = replace(BASE, heads=32, head_dim=64, block_n=16)
     return [small, replace(small, kv_block=16, preshuffle=True), replace(small, next_n_lens="ragged", splits=3)]
 
 
-SUITES = {"curated": curated, "exhaustive": exhaustive, "smoke": smoke}
+SUITES = {"curated": curated, "exhaustive": exhaustive, "sample": sample, "smoke": smoke}
 
 
 def suite(name: str) -> list[Case]:

@@ -19,7 +19,7 @@ from kernel.work import Work, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
-from suites.cases import OVER_2GIB, Case
+from suites.cases import Case
 
 GUARD_COLUMNS = 7
 # columns of out-of-range block ids on each side of a "column-slice" block table
@@ -41,7 +41,7 @@ def build_inputs(case: Case) -> OpInputs:
         seed=case.seed,
         spare_blocks_per_row=0 if case.table == "exact" else SPARE_BLOCKS_PER_ROW,
         table_slice_margin=TABLE_SLICE_MARGIN if case.table == "column-slice" else 0,
-        min_pool_bytes=OVER_2GIB if case.pool == "over-2gib" else 0,
+        min_pool_bytes=case.min_pool_bytes(),
     )
 
 

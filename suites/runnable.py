@@ -19,7 +19,7 @@ from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase}
-SUITES_WITH_EDITS = ("curated", "exhaustive")
+SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
 def resolve_device(requested: str | None) -> str:
