@@ -92,11 +92,17 @@ class _Progress:
     current: int | None = None
     deadline: float = float("inf")
     started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
     losses: dict[int, list[str]] = field(default_factory=dict)  # case -> how each worker was lost on it
     retries: int = 0
 
     def remaining(self) -> list[int]:
         return [i for i in self.task.cases if i not in self.results]
+
+    @property
+    def seconds(self) -> float:
+        """From the task's start to its finish, on the clock of the machine that ran it."""
+        return (self.finished or time.monotonic()) - self.started
 
 
 class _Worker:
@@ -387,7 +393,7 @@ class Runner:
             outcome=outcome,
             detail=first_problem,
             killed_by=failing,
-            seconds=time.monotonic() - progress.started,
+            seconds=progress.seconds,
             case_results={case_id: r.result for case_id, r in by_case.items()},
         )
 
@@ -398,6 +404,14 @@ class Runner:
         """Run tasks on up to ``jobs`` workers; returns the finished progress records. Progress
         counts finished tasks, or finished cases when ``per_case``."""
         return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case).run()
+
+    def _start_worker(self, index: int) -> _Worker:
+        """The worker process a batch's scheduler adds as its ``index``-th."""
+        return _Worker(self.context, self._worker_device(index), self.target.op)
+
+    def _release_worker(self, worker: _Worker, completed: bool) -> None:
+        """A batch is over: its worker stops, or is killed when the batch ended early."""
+        worker.stop() if completed else worker.kill()
 
     def _worker_device(self, index: int) -> str:
         """CPU workers share the cores; CUDA workers are spread over the visible GPUs."""
@@ -417,6 +431,24 @@ def kill_history_order(cases: list[int], kills: dict[int, int], seconds) -> list
     baseline time leading; the rest keep their order. A mutant tends to fall to the case that
     killed its neighbours, so a run spends fewer cases per kill."""
     return sorted(cases, key=lambda i: -kills.get(i, 0) / max(seconds(i), 1e-3))
+
+
+class KillHistory:
+    """The cases that killed the finished mutants of a batch, and how many each killed."""
+
+    def __init__(self):
+        self.kills: dict[int, int] = {}  # case index -> mutants of this batch it killed
+
+    def order(self, progress: _Progress, seconds) -> None:
+        """A first-kill task that has not started yet tries the killing cases first."""
+        task = progress.task
+        if task.stop_at_first_failure and not progress.results and self.kills:
+            task.cases = kill_history_order(task.cases, self.kills, seconds)
+
+    def record(self, progress: _Progress) -> None:
+        for case, record in progress.results.items():
+            if record.result == FAIL:
+                self.kills[case] = self.kills.get(case, 0) + 1
 
 
 class _Scheduler:
@@ -443,7 +475,7 @@ class _Scheduler:
         self.workers: list[_Worker] = []
         self.finished: list[_Progress] = []
         self.failed_starts = 0
-        self.kills: dict[int, int] = {}  # case index -> mutants of this batch it killed
+        self.kills = KillHistory()
 
     def run(self) -> list[_Progress]:
         self._report()
@@ -455,7 +487,7 @@ class _Scheduler:
             completed = True
         finally:
             for worker in self.workers:
-                worker.stop() if completed else worker.kill()
+                self.runner._release_worker(worker, completed)
         return self.finished
 
     def _busy(self) -> list[_Worker]:
@@ -465,12 +497,11 @@ class _Scheduler:
         while self.queue and len(self._busy()) < self.runner.jobs:
             worker = next((w for w in self.workers if not w.progress), None)
             if worker is None:
-                worker = _Worker(self.runner.context, self.runner._worker_device(len(self.workers)), self.runner.target.op)
+                worker = self.runner._start_worker(len(self.workers))
                 self.workers.append(worker)
             progress = self.queue.pop(0)
             task = progress.task
-            if task.stop_at_first_failure and not progress.results and self.kills:
-                task.cases = kill_history_order(task.cases, self.kills, self.runner.case_seconds_by_index)
+            self.kills.order(progress, self.runner.case_seconds_by_index)
             if self.mutants is not None and not task.overlay:
                 mutant = self.mutants[task.mutant_id]
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
@@ -562,10 +593,9 @@ class _Scheduler:
             self._finish(progress)
 
     def _finish(self, progress: _Progress) -> None:
+        progress.finished = time.monotonic()
         self.finished.append(progress)
-        for case, record in progress.results.items():
-            if record.result == FAIL:
-                self.kills[case] = self.kills.get(case, 0) + 1
+        self.kills.record(progress)
         if self.on_done:
             self.on_done(progress)
         if self.mutants is not None and progress.task.overlay:
