@@ -170,7 +170,7 @@ def _run_on_node(shipment: Shipment, task: _Task, mutated: dict[str, str]) -> _P
                            f" the sweep's {shipment.digest}); install the driver's checkout on every node")
     runner = _NodeRunner(shipment)
     try:
-        (path, source), = mutated.items() if mutated else ((None, None),)
+        path, source = next(iter(mutated.items()), (None, None))  # none: the original
         task.overlay = runner.overlay("mutant" if path else "original", path, source)
         (progress,) = _Scheduler(runner, [task], label="").run()
         return progress
