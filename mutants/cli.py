@@ -4,7 +4,9 @@
     kmut show ID [--mutants SET]
     kmut run [--suite curated|exhaustive] [--mutants SET] [--only ID,...] [--matrix] [--jobs N]
              [--device cpu|cuda] [--fail-under PCT] [--json FILE] [--html FILE]
+             [--ray [ADDRESS]] [--shard K/N]
     kmut report [same selection as run] [--fail-under PCT] [--json FILE] [--html FILE]
+    kmut merge STORE... [--store FILE] [--fail-under PCT] [--json FILE] [--html FILE]
     kmut minimize [--suite ...] [--mutants SET] [--device ...]
     kmut curate [--suite ...] [--mutants SET] [--only ID,...] [--budget SECONDS] [--write]
 
@@ -31,6 +33,7 @@ from pathlib import Path
 from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
 from mutants.operators import DEVICE, HOST
+from mutants.shards import MergeError, parse_shard, sharded_selection
 from mutants.store import default_store_path
 
 SUITE_NAMES = ("curated", "exhaustive", "sample", "smoke")
@@ -79,13 +82,14 @@ DEFAULT_CURATE_BUDGET = 120.0
 percentage = _number(float, lambda value: 0 <= value <= 100, "a percentage from 0 to 100")
 _seconds = _number(float, lambda value: value >= 0, "seconds, 0 or more")
 _positive = _number(int, lambda value: value >= 1, "a positive integer")
+_shard = _number(parse_shard, lambda shard: True, "K/N with 1 <= K <= N")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kmut", description="Mutation testing for the fp8 paged MQA logits kernel.",
                                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parser.set_defaults(only=None)
+    parser.set_defaults(only=None, shard=None)
 
     def selection(p, *, with_suite=True, with_only=True):
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
@@ -103,10 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
                            help="where cases run (default: cuda when available, else cpu)")
             p.add_argument("--matrix", dest="matrix", action="store_true",
                            help="run every case against every mutant (the full kill matrix)")
-            p.add_argument("--store", dest="store", type=Path, default=default_store_path(), metavar="FILE",
-                           help="the result store (default: %(default)s; .mutants/ in the current folder when it"
-                                " can be written, else the user's cache folder, $XDG_CACHE_HOME/kmut or"
-                                " ~/.cache/kmut); the compile cache lives beside it, in compile-cache/")
+            store(p, "the result store")
+
+    def store(p, what: str):
+        p.add_argument("--store", dest="store", type=Path, default=default_store_path(), metavar="FILE",
+                       help=f"{what} (default: %(default)s; .mutants/ in the current folder when it can be"
+                            " written, else the user's cache folder, $XDG_CACHE_HOME/kmut or ~/.cache/kmut);"
+                            " the compile cache lives beside it, in compile-cache/")
+
+    def shard(p):
+        p.add_argument("--shard", dest="shard", type=_shard, default=None, metavar="K/N",
+                       help="only the K-th of N parts of the selection (every N-th mutant from the K-th), for a"
+                            " CI matrix; `kmut merge` joins the N stores")
 
     def outputs(p):
         p.add_argument("--fail-under", dest="fail_under", type=percentage, default=None,
@@ -123,7 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run mutants against a suite and report")
     selection(run)
+    shard(run)
     outputs(run)
+    run.add_argument("--ray", dest="ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                     help="run each mutant as a task on a Ray cluster (needs the ray extra): the one at ADDRESS,"
+                          " else the one RAY_ADDRESS names, else a new one on this machine; one GPU per task on"
+                          " cuda, one CPU on cpu")
     run.add_argument("--jobs", dest="jobs", type=_positive, default=None,
                      help="workers side by side: on cpu in all (default: one per core), on cuda per visible GPU"
                           " (default: the cores shared out among the GPUs)")
@@ -143,7 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="report stored results")
     selection(report)
+    shard(report)
     outputs(report)
+
+    merge = commands.add_parser("merge", help="merge the stores of `kmut run --shard` 1/N to N/N and report them")
+    merge.add_argument("shard_stores", nargs="+", type=Path, metavar="STORE", help="a shard's result store")
+    store(merge, "the store the shards are merged into")
+    outputs(merge)
 
     minimize = commands.add_parser("minimize", help="the smallest case subset that keeps every kill (needs --matrix"
                                                      " results), against the curated suite")
@@ -174,7 +197,7 @@ def main(argv=None) -> int:
         return code
     except UsageError as error:
         return _fail(error, EXIT_USAGE)
-    except (CannotRun, StoreError, WorkerStartError) as error:
+    except (CannotRun, StoreError, WorkerStartError, MergeError) as error:
         return _fail(error, EXIT_CANNOT_RUN)
     except sqlite3.Error as error:
         return _fail(f"{args.store}: {error}", EXIT_CANNOT_RUN)
@@ -229,35 +252,59 @@ def cmd_show(args) -> int:
 
 def cmd_run(args) -> int:
     _check_outputs(args, args.store)
+    if args.ray is not None and args.sanitize:
+        raise UsageError("--sanitize runs compute-sanitizer on this machine's GPU; it does not combine with --ray")
     print(f"kmut: loading torch and Triton, the {args.suite} suite and the {args.mutant_set} mutants",
           file=sys.stderr, flush=True)
+    if args.ray is None:
+        return _sweep(args, None)
+    try:
+        from mutants.ray_runner import join_cluster, leave_cluster
+    except ImportError:
+        raise CannotRun("--ray needs Ray: pip install -e '.[ray]'") from None
+    cluster = join_cluster(args.ray or None, args.device)
+    try:
+        return _sweep(args, cluster)
+    finally:
+        leave_cluster(cluster)
+
+
+def _sweep(args, cluster) -> int:
+    """Run the selection on this machine's workers, or as tasks on ``cluster`` (a Ray cluster joined)."""
     from mutants.runner import BaselineError, ProgressPrinter, Runner
 
-    device = _device(args.device)
-    sanitizer = _sanitizer(device) if args.sanitize else None
     cases = _cases(args.suite)
-    mutants = _mutants(args.mutant_set, args.only)
-    store, scope = _open(args, device, create=True)
-    jobs = args.jobs or _default_jobs(device)
+    mutants = _selected(args)
+    if cluster is None:
+        device = _device(args.device)
+        digest, jobs, engine, where = scope_digest(device), args.jobs or _default_jobs(device), Runner, "worker(s)"
+    else:
+        from mutants.ray_runner import RayRunner
+
+        device, digest, jobs, engine = cluster.device, cluster.digest, args.jobs or cluster.slots, RayRunner
+        where = f"Ray task(s) at a time, {SLOT_NAMES[device]}"
+    sanitizer = _sanitizer(device) if args.sanitize else None
+    store, scope = _open(args, device, create=True, digest=digest)
     progress = ProgressPrinter()
     started = time.monotonic()
     run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
-    runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
+    runner = engine(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
                     space_budget=args.space_budget or None)
+    compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
     try:
-        pools = f" ({jobs} per GPU on {len(runner.devices)})" if device == "cuda" else ""
+        pools = f" ({jobs} per GPU on {len(runner.devices)})" if cluster is None and device == "cuda" else ""
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
-              f" {runner.jobs} worker(s){pools}", file=sys.stderr)
+              f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)
         try:
             runner.baseline()
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
         when = args.classify or ("before" if device == "cuda" else "after")
-        classified = runner.classify(mutants, jobs=runner.jobs, progress=progress) if when == "before" else 0
+        classified = runner.classify(mutants, jobs=compile_jobs, progress=progress) if when == "before" else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
-            classified = runner.classify(mutants, jobs=runner.jobs, progress=progress, survivors=True)
+            classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
         if sanitizer:
             runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
     finally:
@@ -271,6 +318,20 @@ def cmd_report(args) -> int:
     _check_outputs(args)
     device = _device(args.device)
     store, scope = _open(args, device, create=False)
+    return _report(args, store, scope, _selected(args), _cases(args.suite))
+
+
+def cmd_merge(args) -> int:
+    from mutants.shards import merge
+    from mutants.store import Store
+
+    _check_outputs(args, args.store)
+    merged = merge(args.shard_stores, Store(args.store), scope_digest)
+    args.suite, args.matrix = merged.scope.suite, merged.scope.mode == "matrix"
+    args.mutant_set, args.only = _parse_selection(merged.selection)
+    args.shard = None
+    print(f"kmut: merged {len(args.shard_stores)} shards of {merged.selection} into {args.store}", file=sys.stderr)
+    store, scope = _open(args, merged.scope.device, create=False, digest=merged.scope.digest)
     return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite))
 
 
@@ -377,8 +438,8 @@ def cmd_curate(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_report, "minimize": cmd_minimize,
-            "curate": cmd_curate}
+COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_report, "merge": cmd_merge,
+            "minimize": cmd_minimize, "curate": cmd_curate}
 
 
 # -- helpers --
@@ -442,15 +503,19 @@ def _scored(store, scope, mutants, cases, mutant_set):
                   [c.id for c in cases], wall, processed)
 
 
-def _open(args, device, *, create: bool):
-    """The store (read-only unless a run will write it) and the scope of this selection's results."""
+def _open(args, device, *, create: bool, digest: str | None = None):
+    """The store (read-only unless a run will write it) and the scope of this selection's
+    results; ``digest`` when the scope's was found elsewhere (on a cluster's nodes)."""
     from mutants.store import Scope, Store
 
     if not create and not args.store.exists():
         raise UsageError(f"no result store at {args.store}; run `kmut run` first")
     store = Store(args.store, read_only=not create)
-    scope = Scope(args.suite, scope_digest(device), "matrix" if args.matrix else "first-kill", device)
+    scope = Scope(args.suite, digest or scope_digest(device), "matrix" if args.matrix else "first-kill", device)
     return store, scope
+
+
+SLOT_NAMES = {"cpu": "one CPU each", "cuda": "one GPU each"}
 
 
 def scope_digest(device: str, root: Path | None = None) -> str:
@@ -509,7 +574,14 @@ def _cases(suite: str):
 
 
 def _selection_name(args) -> str:
-    return args.mutant_set if args.only is None else f"{args.mutant_set} --only {args.only}"
+    selection = args.mutant_set if args.only is None else f"{args.mutant_set} --only {args.only}"
+    return sharded_selection(selection, args.shard)
+
+
+def _parse_selection(name: str) -> tuple[str, str | None]:
+    """The mutant set and ``--only`` of a selection name (`_selection_name` without a shard)."""
+    mutant_set, _, only = name.partition(" --only ")
+    return mutant_set, only or None
 
 
 def _mutants(mutant_set: str, only: str | None = None):
@@ -528,6 +600,12 @@ def _mutants(mutant_set: str, only: str | None = None):
         raise UsageError(f"--only: no mutant {unknown[0]!r} in the set {mutant_set}" if unknown
                          else "--only: no mutant ids given")
     return [m for m in mutants if m.id in wanted]
+
+
+def _selected(args):
+    """The mutants of the selection, or of its shard."""
+    mutants = _mutants(args.mutant_set, args.only)
+    return args.shard.select(mutants) if args.shard else mutants
 
 
 def _find(mutant_id: str, mutant_set: str):

@@ -93,11 +93,17 @@ class _Progress:
     current: int | None = None
     deadline: float = float("inf")
     started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
     losses: dict[int, list[str]] = field(default_factory=dict)  # case -> how each worker was lost on it
     retries: int = 0
 
     def remaining(self) -> list[int]:
         return [i for i in self.task.cases if i not in self.results]
+
+    @property
+    def seconds(self) -> float:
+        """From the task's start to its finish, on the clock of the machine that ran it."""
+        return (self.finished or time.monotonic()) - self.started
 
 
 class _Worker:
@@ -182,7 +188,8 @@ class Runner:
         self.devices = _worker_devices(device)
         self.jobs = max(1, jobs) * len(self.devices)
         # GPU workers load the kernels the classifier and the baseline compiled
-        self.worker_environment = worker_environment(store.compile_cache) if device.startswith("cuda") else {}
+        self.worker_environment = (worker_environment(store.compile_cache)
+                                   if store is not None and device.startswith("cuda") else {})
         self.store = store
         self.scope = scope
         self.progress = progress
@@ -413,7 +420,7 @@ class Runner:
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
         by_key = {m.key: m for m in mutants}
         for key, result in stored.items():
-            history.record(by_key[key], [index[c] for c in result.killed_by if c in index])
+            history.record_kills(by_key[key], [index[c] for c in result.killed_by if c in index])
         self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history)
         return results
 
@@ -465,7 +472,7 @@ class Runner:
             outcome=outcome,
             detail=first_problem,
             killed_by=failing,
-            seconds=time.monotonic() - progress.started,
+            seconds=progress.seconds,
             case_results={case_id: r.result for case_id, r in by_case.items()},
         )
 
@@ -477,6 +484,15 @@ class Runner:
         counts finished tasks, or finished cases when ``per_case``."""
         return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case,
                           history=history).run()
+
+    def _start_worker(self, taken: list[str]) -> _Worker:
+        """A worker process for a batch's scheduler, on the device with the fewest of the
+        batch's workers (``taken``: their devices)."""
+        return _Worker(self.context, least_loaded(self.devices, taken), self.target.op, self.worker_environment)
+
+    def _release_worker(self, worker: _Worker, completed: bool) -> None:
+        """A batch is over: its worker stops, or is killed when the batch ended early."""
+        worker.stop() if completed else worker.kill()
 
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
@@ -506,13 +522,23 @@ class KillHistory:
         self.kills: dict[int, int] = {}
         self.site_kills: dict[tuple[str, int], dict[int, int]] = {}
 
-    def record(self, mutant: Mutant | None, killers: list[int]) -> None:
+    def record(self, progress: _Progress, mutant: Mutant | None) -> None:
+        """The kills of a finished task."""
+        self.record_kills(mutant, [case for case, record in progress.results.items() if record.result == FAIL])
+
+    def record_kills(self, mutant: Mutant | None, killers: list[int]) -> None:
         site = self.site_kills.setdefault((mutant.path, mutant.line), {}) if mutant else {}
         for case in killers:
             self.kills[case] = self.kills.get(case, 0) + 1
             site[case] = site.get(case, 0) + 1
 
-    def order(self, cases: list[int], mutant: Mutant | None, seconds) -> list[int]:
+    def order(self, progress: _Progress, mutant: Mutant | None, seconds) -> None:
+        """A first-kill task that has not started yet tries the killing cases first."""
+        task = progress.task
+        if task.stop_at_first_failure and not progress.results and self.kills:
+            task.cases = self.ordered(task.cases, mutant, seconds)
+
+    def ordered(self, cases: list[int], mutant: Mutant | None, seconds) -> list[int]:
         """``cases`` with those that killed mutants at ``mutant``'s site first, then those that
         killed any mutant, each by kills per second of baseline time; the rest keep their
         order. A mutant tends to fall to the case that killed its neighbours."""
@@ -557,7 +583,7 @@ class _Scheduler:
             completed = True
         finally:
             for worker in self.workers:
-                worker.stop() if completed else worker.kill()
+                self.runner._release_worker(worker, completed)
         return self.finished
 
     def _busy(self) -> list[_Worker]:
@@ -567,14 +593,12 @@ class _Scheduler:
         while self.queue and len(self._busy()) < self.runner.jobs:
             worker = next((w for w in self.workers if not w.progress), None)
             if worker is None:
-                device = least_loaded(self.runner.devices, [w.device for w in self.workers])
-                worker = _Worker(self.runner.context, device, self.runner.target.op, self.runner.worker_environment)
+                worker = self.runner._start_worker([w.device for w in self.workers])
                 self.workers.append(worker)
             progress = self.queue.pop(0)
             task = progress.task
             mutant = self.mutants.get(task.mutant_id) if self.mutants is not None else None
-            if task.stop_at_first_failure and not progress.results and self.history.kills:
-                task.cases = self.history.order(task.cases, mutant, self.runner.case_seconds_by_index)
+            self.history.order(progress, mutant, self.runner.case_seconds_by_index)
             if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
             worker.assign(progress, self.runner.case_dicts)
@@ -665,9 +689,9 @@ class _Scheduler:
             self._finish(progress)
 
     def _finish(self, progress: _Progress) -> None:
+        progress.finished = time.monotonic()
         self.finished.append(progress)
-        mutant = self.mutants.get(progress.task.mutant_id) if self.mutants is not None else None
-        self.history.record(mutant, [case for case, record in progress.results.items() if record.result == FAIL])
+        self.history.record(progress, self.mutants.get(progress.task.mutant_id) if self.mutants is not None else None)
         if self.on_done:
             self.on_done(progress)
         if self.mutants is not None and progress.task.overlay:

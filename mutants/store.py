@@ -238,6 +238,22 @@ class Store:
                 results[key].case_results[case_id] = result
         return results
 
+    def absorb(self, other: "Store", scope: Scope) -> None:
+        """Copy ``other``'s results and baseline of ``scope`` into this store."""
+        where = "WHERE suite=? AND digest=? AND mode=? AND device=?"
+        copies = {
+            "results": (f"SELECT * FROM results {where}", scope.key()),
+            "case_results": (f"SELECT * FROM case_results {where}", scope.key()),
+            "baselines": ("SELECT * FROM baselines WHERE suite=? AND digest=? AND device=?",
+                          (scope.suite, scope.digest, scope.device)),
+        }
+        with self.db:
+            for table, (query, values) in copies.items():
+                rows = other.db.execute(query, values).fetchall()
+                if rows:
+                    marks = ",".join("?" * len(rows[0]))
+                    self.db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", rows)
+
     # -- searches --
 
     def save_tries(self, scope: Scope, mutant_key: str, tier: str, tries: list["Try"]) -> None:

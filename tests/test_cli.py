@@ -249,3 +249,12 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
     assert not (project / ".mutants").exists()
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "kmut: loading torch and Triton, the smoke suite and the catalog mutants"
+
+
+def test_ray_without_the_extra_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mutants.ray_runner", None)  # as where ray is not installed
+    command = ["run", "--ray", "--suite", "smoke", "--store", str(tmp_path / "r.sqlite")]
+    assert cli.main(command) == cli.EXIT_CANNOT_RUN
+    assert capsys.readouterr().err.splitlines()[-1] == "kmut: error: --ray needs Ray: pip install -e '.[ray]'"
+    assert cli.main([*command, "--sanitize"]) == cli.EXIT_USAGE
+    assert "does not combine with --ray" in capsys.readouterr().err

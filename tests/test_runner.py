@@ -477,15 +477,15 @@ def test_cases_that_killed_earlier_mutants_go_first_most_kills_per_second_leadin
     seconds = {0: 0.1, 1: 0.2, 2: 0.5, 3: 4.0, 4: 8.0}.get
     here, elsewhere = _mutant("here", ""), replace(_mutant("elsewhere", ""), line=40)
     history = KillHistory()
-    assert history.order([0, 1, 2, 3, 4], here, seconds) == [0, 1, 2, 3, 4]
+    assert history.ordered([0, 1, 2, 3, 4], here, seconds) == [0, 1, 2, 3, 4]
     # case 3 killed three mutants in 4 s, case 4 two in 8 s: 0.75 and 0.25 kills per second
     for killers in ([3], [3], [3, 4], [4]):
-        history.record(elsewhere, killers)
-    assert history.order([0, 1, 2, 3, 4], here, seconds) == [3, 4, 0, 1, 2]
+        history.record_kills(elsewhere, killers)
+    assert history.ordered([0, 1, 2, 3, 4], here, seconds) == [3, 4, 0, 1, 2]
     # a case that killed a mutant at the same site goes before any other killer
-    history.record(here, [1])
-    assert history.order([0, 1, 2, 3, 4], here, seconds) == [1, 3, 4, 0, 2]
-    assert history.order([0, 1, 2, 3, 4], elsewhere, seconds) == [3, 4, 1, 0, 2]
+    history.record_kills(here, [1])
+    assert history.ordered([0, 1, 2, 3, 4], here, seconds) == [1, 3, 4, 0, 2]
+    assert history.ordered([0, 1, 2, 3, 4], elsewhere, seconds) == [3, 4, 1, 0, 2]
 
 
 def test_a_mutant_starts_with_the_cases_that_launch_where_its_code_differs(tmp_path):
