@@ -150,6 +150,8 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # started with its standard output closed (`kmut ... >&-`)
+        return _fail("standard output is closed: nowhere to print; redirect it to a file or /dev/null", EXIT_CANNOT_RUN)
     previous_handler = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = COMMANDS[args.command](args)
@@ -325,8 +327,13 @@ def _check_outputs(args, *written: Path) -> None:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write a report file whole, or fail naming it and leave no truncated report behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:
+        path.write_text(text)
+    except OSError as error:  # a full disk names no file
+        path.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from None
 
 
 def _scored(store, scope, mutants, cases, mutant_set):

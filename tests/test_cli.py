@@ -3,7 +3,9 @@
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -249,3 +251,26 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
     assert not (project / ".mutants").exists()
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "kmut: loading torch and Triton, the smoke suite and the catalog mutants"
+
+
+def _small_files_only():
+    """A limit on file size, so that writing a report fails midway as on a full disk."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_a_report_cut_off_midway_names_its_file_and_leaves_none(tmp_path):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * CATALOG_SIZE)
+    output = tmp_path / "out.json"
+    ended = subprocess.run([sys.executable, "-m", "mutants.cli", "report", "--store", str(store), "--quiet",
+                            "--json", str(output)], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+                           preexec_fn=_small_files_only)
+    assert ended.returncode == cli.EXIT_CANNOT_RUN and ended.stderr.count("\n") == 1, ended.stderr
+    assert ended.stderr.startswith(f"kmut: error: {output}: ") and not output.exists(), ended.stderr
+
+
+def test_a_closed_standard_output_is_one_error_line():
+    ended = subprocess.run([sys.executable, "-m", "mutants.cli", "list"], cwd=PROJECT_ROOT, capture_output=True,
+                           text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert ended.returncode == cli.EXIT_CANNOT_RUN, ended.stderr
+    assert ended.stderr.startswith("kmut: error: standard output is closed") and ended.stderr.count("\n") == 1
