@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
@@ -166,6 +167,12 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader went away (`kmut list | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except shutil.Error as error:  # a folder copy's failures, one (source, destination, why) each
+        failures = error.args[0]
+        if isinstance(failures, list) and failures:
+            more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+            return _fail(f"{failures[0][2]}{more}", EXIT_CANNOT_RUN)
+        return _fail(error, EXIT_CANNOT_RUN)
     except OSError as error:
         return _fail(f"{error.filename}: {error.strerror}" if error.filename else error, EXIT_CANNOT_RUN)
     except KeyboardInterrupt as error:

@@ -274,3 +274,16 @@ def test_a_closed_standard_output_is_one_error_line():
                            text=True, timeout=120, preexec_fn=lambda: os.close(1))
     assert ended.returncode == cli.EXIT_CANNOT_RUN, ended.stderr
     assert ended.stderr.startswith("kmut: error: standard output is closed") and ended.stderr.count("\n") == 1
+
+
+def test_an_overlay_that_cannot_be_copied_is_one_error_line(tmp_path, capsys, monkeypatch):
+    def disk_full(source, destination, **options):
+        raise shutil.Error([(f"{source}/{name}", f"{destination}/{name}", f"[Errno 28] No space left on device: {name}")
+                            for name in ("tuning.py", "validation.py")])
+
+    monkeypatch.setattr("shutil.copytree", disk_full)
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--no-classify", "--jobs", "1",
+            "--store", str(tmp_path / "results.sqlite")]
+    assert cli.main(args) == cli.EXIT_CANNOT_RUN
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("kmut: error: [Errno 28] No space left on device: tuning.py (and 1 more file(s))"), err
