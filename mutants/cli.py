@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
@@ -190,6 +191,8 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # started with its standard output closed (`kmut ... >&-`)
+        return _fail("standard output is closed: nowhere to print; redirect it to a file or /dev/null", EXIT_CANNOT_RUN)
     previous_handler = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = COMMANDS[args.command](args)
@@ -204,6 +207,12 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # the reader went away (`kmut list | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except shutil.Error as error:  # a folder copy's failures, one (source, destination, why) each
+        failures = error.args[0]
+        if isinstance(failures, list) and failures:
+            more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+            return _fail(f"{failures[0][2]}{more}", EXIT_CANNOT_RUN)
+        return _fail(error, EXIT_CANNOT_RUN)
     except OSError as error:
         return _fail(f"{error.filename}: {error.strerror}" if error.filename else error, EXIT_CANNOT_RUN)
     except KeyboardInterrupt as error:
@@ -487,8 +496,13 @@ def _check_outputs(args, *written: Path) -> None:
 
 
 def _write(path: Path, text: str) -> None:
+    """Write a report file whole, or fail naming it and leave no truncated report behind."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    try:
+        path.write_text(text)
+    except OSError as error:  # a full disk names no file
+        path.unlink(missing_ok=True)
+        raise OSError(error.errno, error.strerror, str(path)) from None
 
 
 def _scored(store, scope, mutants, cases, mutant_set):

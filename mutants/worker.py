@@ -122,6 +122,13 @@ def worker_main(conn, device: str, op: str, environment: dict[str, str] | None =
     device = configure_environment(device, environment)
     import torch  # noqa: F401  (the expensive import, once per worker)
 
+    try:
+        _serve(conn, device, op)
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return  # the parent is gone (killed, say): nobody is left to report to
+
+
+def _serve(conn, device: str, op: str) -> None:
     from suites.runnable import check, from_dict
 
     conn.send(("ready",))

@@ -3,7 +3,9 @@
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -258,3 +260,39 @@ def test_ray_without_the_extra_is_one_line_naming_it(tmp_path, capsys, monkeypat
     assert capsys.readouterr().err.splitlines()[-1] == "kmut: error: --ray needs Ray: pip install -e '.[ray]'"
     assert cli.main([*command, "--sanitize"]) == cli.EXIT_USAGE
     assert "does not combine with --ray" in capsys.readouterr().err
+
+
+def _small_files_only():
+    """A limit on file size, so that writing a report fails midway as on a full disk."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_a_report_cut_off_midway_names_its_file_and_leaves_none(tmp_path):
+    store = _store_with_results(tmp_path / "results.sqlite", ["killed"] * CATALOG_SIZE)
+    output = tmp_path / "out.json"
+    ended = subprocess.run([sys.executable, "-m", "mutants.cli", "report", "--store", str(store), "--quiet",
+                            "--json", str(output)], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+                           preexec_fn=_small_files_only)
+    assert ended.returncode == cli.EXIT_CANNOT_RUN and ended.stderr.count("\n") == 1, ended.stderr
+    assert ended.stderr.startswith(f"kmut: error: {output}: ") and not output.exists(), ended.stderr
+
+
+def test_a_closed_standard_output_is_one_error_line():
+    ended = subprocess.run([sys.executable, "-m", "mutants.cli", "list"], cwd=PROJECT_ROOT, capture_output=True,
+                           text=True, timeout=120, preexec_fn=lambda: os.close(1))
+    assert ended.returncode == cli.EXIT_CANNOT_RUN, ended.stderr
+    assert ended.stderr.startswith("kmut: error: standard output is closed") and ended.stderr.count("\n") == 1
+
+
+def test_an_overlay_that_cannot_be_copied_is_one_error_line(tmp_path, capsys, monkeypatch):
+    def disk_full(source, destination, **options):
+        raise shutil.Error([(f"{source}/{name}", f"{destination}/{name}", f"[Errno 28] No space left on device: {name}")
+                            for name in ("tuning.py", "validation.py")])
+
+    monkeypatch.setattr("shutil.copytree", disk_full)
+    args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--no-classify", "--jobs", "1",
+            "--store", str(tmp_path / "results.sqlite")]
+    assert cli.main(args) == cli.EXIT_CANNOT_RUN
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("kmut: error: [Errno 28] No space left on device: tuning.py (and 1 more file(s))"), err

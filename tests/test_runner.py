@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import multiprocessing
 import os
 import shutil
 import signal
@@ -503,3 +504,16 @@ def test_a_mutant_starts_with_the_cases_that_launch_where_its_code_differs(tmp_p
         assert runner._compiled_first(_mutant("unclassified", ""), [2, 0, 1]) == [2, 0, 1]
     finally:
         runner.close()
+
+
+def test_a_worker_whose_parent_is_gone_ends_quietly(capfd):
+    """A run killed outright (SIGKILL) leaves its workers a closed pipe: they end without a traceback."""
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    worker = context.Process(target=worker_main, args=(child, "cpu", TRITON_TARGET.op))
+    worker.start()
+    child.close()
+    parent.close()
+    worker.join(120)
+    assert worker.exitcode == 0
+    assert "Traceback" not in capfd.readouterr().err
