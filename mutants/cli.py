@@ -29,7 +29,7 @@ from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
-from mutants.operators import DEVICE, HOST
+from mutants.walk import DEVICE, HOST
 from mutants.store import default_store_path
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4

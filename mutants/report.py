@@ -8,10 +8,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mutants.mutant import Mutant, read_source
-from mutants.runner import CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, STILLBORN, SURVIVED, TIMEOUT
+from mutants.outcomes import (CLASSIFIED, CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, SCORED, STILLBORN,
+                              SURVIVED, TIMEOUT)
 from mutants.store import Result
-
-CLASSIFIED = (STILLBORN, EQUIVALENT, DUPLICATE)
 
 # mutation-testing-elements statuses
 SCHEMA_STATUS = {
@@ -42,7 +41,7 @@ class Scored:
 
     @property
     def scored_total(self) -> int:
-        return sum(self.counts[o] for o in (KILLED, SURVIVED, TIMEOUT, CRASHED))
+        return sum(self.counts[o] for o in SCORED)
 
     @property
     def score(self) -> float:

@@ -28,15 +28,13 @@ from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.mutant import PROJECT_ROOT, Mutant
-from mutants.operators import DEVICE
+from mutants.walk import DEVICE
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
+from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
 from suites.runnable import to_dict
 
-KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
-EQUIVALENT, DUPLICATE = "equivalent", "duplicate"
-OUTCOMES = (KILLED, SURVIVED, TIMEOUT, CRASHED, STILLBORN, EQUIVALENT, DUPLICATE)
 # the classifier's verdict for a mutant the suite cannot tell from the original although
 # other configurations can: stored as a survivor, with this reason
 UNREACHED = "unreached"

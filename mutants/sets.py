@@ -4,7 +4,8 @@ side of the code), or everything; each distinct edit once."""
 from pathlib import Path
 
 from mutants.mutant import PROJECT_ROOT, Mutant, operator_mutants
-from mutants.operators import ALL_OPERATORS, DEVICE, GENERIC_OPERATORS, GPU_OPERATORS, HOST
+from mutants.operators import ALL_OPERATORS, GENERIC_OPERATORS, GPU_OPERATORS
+from mutants.walk import DEVICE, HOST
 
 # name -> (operators, the sides of the code they mutate)
 OPERATOR_SETS = {

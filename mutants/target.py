@@ -19,7 +19,7 @@ code, so that ids stay unique across files and kernel ids do not move when host 
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from mutants.operators import DEVICE, DEVICE_CODE, HOST, Scope
+from mutants.walk import DEVICE, DEVICE_CODE, HOST, Scope
 
 
 @dataclass(frozen=True)

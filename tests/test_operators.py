@@ -10,14 +10,9 @@ import pytest
 
 from mutants.operators import (
     ALL_OPERATORS,
-    DEVICE,
-    DEVICE_CODE,
     GENERIC_OPERATORS,
     GPU_OPERATORS,
-    HOST,
-    HOST_CODE,
     HOST_OPERATORS,
-    MODULE_LEVEL,
     ArgumentSwap,
     BooleanSwap,
     ConstantShift,
@@ -28,12 +23,19 @@ from mutants.operators import (
     DropTerm,
     FloorCeilDivision,
     Operator,
-    Scope,
     StrideFromShape,
+    operator_by_name,
+)
+from mutants.walk import (
+    DEVICE,
+    DEVICE_CODE,
+    HOST,
+    HOST_CODE,
+    MODULE_LEVEL,
+    Scope,
     apply_mutation,
     in_kernel_scope,
     mutation_points,
-    operator_by_name,
 )
 
 EXAMPLES = [
