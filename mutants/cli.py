@@ -31,6 +31,7 @@ from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
 from mutants.walk import DEVICE, HOST
 from mutants.store import default_store_path
+from mutants.target import TARGETS
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4
 EXIT_INTERRUPTED, EXIT_BROKEN_PIPE, EXIT_TERMINATED = 130, 141, 143  # 128 + SIGINT, SIGPIPE, SIGTERM
@@ -83,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(only=None)
 
     def selection(p, *, with_suite=True, with_only=True):
+        p.add_argument("--target", dest="target", choices=TARGETS, default="triton",
+                       help="the code under mutation: the Triton op (default) or the FlyDSL gfx950 kernel")
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
                        help="which mutants: the bug catalog (default); generic, gpu or operators (every"
                             " operator, kernel and host code); device or host (every operator, on that"
@@ -186,7 +189,7 @@ def _fail(error, code: int) -> int:
 # -- commands --
 
 def cmd_list(args) -> int:
-    mutants = _mutants(args.mutant_set, args.only)
+    mutants = _mutants(args.mutant_set, args.only, args.target)
     for mutant in mutants:
         change = f"{_one_line(mutant.before)} -> {_one_line(mutant.after)}"
         print(f"{mutant.id:<40} {mutant.side:<6} {mutant.path}:{mutant.line:<4} {change[:90]}")
@@ -201,7 +204,7 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     from mutants.mutant import read_source
 
-    mutant = _find(args.mutant_id, args.mutant_set)
+    mutant = _find(args.mutant_id, args.mutant_set, args.target)
     print(f"{mutant.id}: {mutant.description}")
     if mutant.exposed_by:
         print(f"exposed by: {mutant.exposed_by}")
@@ -217,15 +220,15 @@ def cmd_run(args) -> int:
 
     device = _device(args.device)
     sanitizer = _sanitizer(device) if args.sanitize else None
-    cases = _cases(args.suite)
-    mutants = _mutants(args.mutant_set, args.only)
+    cases = _cases(args.suite, args.target)
+    mutants = _mutants(args.mutant_set, args.only, args.target)
     store, scope = _open(args, device, create=True)
     jobs = args.jobs or _default_jobs(device)
     progress = ProgressPrinter()
     started = time.monotonic()
     run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
     runner = Runner(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
-                    space_budget=args.space_budget or None)
+                    space_budget=args.space_budget or None, target=TARGETS[args.target])
     try:
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device}, {jobs} worker(s)",
               file=sys.stderr)
@@ -234,7 +237,7 @@ def cmd_run(args) -> int:
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
-        when = args.classify or ("before" if device == "cuda" else "after")
+        when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
         classified = runner.classify(mutants, jobs=jobs, progress=progress) if when == "before" else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
@@ -252,7 +255,8 @@ def cmd_report(args) -> int:
     _check_outputs(args)
     device = _device(args.device)
     store, scope = _open(args, device, create=False)
-    return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite))
+    return _report(args, store, scope, _mutants(args.mutant_set, args.only, args.target),
+                   _cases(args.suite, args.target))
 
 
 def cmd_minimize(args) -> int:
@@ -261,7 +265,8 @@ def cmd_minimize(args) -> int:
     device = _device(args.device)
     args.matrix = True
     store, scope = _open(args, device, create=False)
-    scored = _scored(store, scope, _mutants(args.mutant_set), _cases(args.suite), args.mutant_set)
+    scored = _scored(store, scope, _mutants(args.mutant_set, target=args.target), _cases(args.suite, args.target),
+                     args.mutant_set)
     if not scored.complete:
         raise UsageError(f"the store has no complete kill matrix for this selection; run `kmut run --matrix"
                          f" --suite {args.suite} --mutants {args.mutant_set}` first")
@@ -346,7 +351,9 @@ def _open(args, device, *, create: bool):
     if not create and not args.store.exists():
         raise UsageError(f"no result store at {args.store}; run `kmut run` first")
     store = Store(args.store, read_only=not create)
-    scope = Scope(args.suite, scope_digest(device), "matrix" if args.matrix else "first-kill", device)
+    # the Triton op's suites keep their bare names; another target's are prefixed with its name
+    suite = args.suite if args.target == "triton" else f"{args.target}:{args.suite}"
+    scope = Scope(suite, scope_digest(device), "matrix" if args.matrix else "first-kill", device)
     return store, scope
 
 
@@ -397,22 +404,20 @@ def _default_jobs(device: str) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _cases(suite: str):
-    from suites.runnable import suite_cases
-
-    return suite_cases(suite)
+def _cases(suite: str, target: str):
+    return TARGETS[target].cases(suite)
 
 
 def _selection_name(args) -> str:
     return args.mutant_set if args.only is None else f"{args.mutant_set} --only {args.only}"
 
 
-def _mutants(mutant_set: str, only: str | None = None):
+def _mutants(mutant_set: str, only: str | None = None, target: str = "triton"):
     from mutants.catalog import CatalogError
     from mutants.sets import select_mutants
 
     try:
-        mutants = select_mutants(mutant_set)
+        mutants = select_mutants(mutant_set, target=TARGETS[target])
     except CatalogError as error:
         raise UsageError(str(error)) from None
     if only is None:
@@ -425,13 +430,13 @@ def _mutants(mutant_set: str, only: str | None = None):
     return [m for m in mutants if m.id in wanted]
 
 
-def _find(mutant_id: str, mutant_set: str):
-    mutants = _mutants(mutant_set)
+def _find(mutant_id: str, mutant_set: str, target: str):
+    mutants = _mutants(mutant_set, target=target)
     for mutant in mutants:
         if mutant.id == mutant_id:
             return mutant
     if mutant_set != "all":
-        for mutant in _mutants("all"):
+        for mutant in _mutants("all", target=target):
             if mutant.id == mutant_id:
                 return mutant
     raise UsageError(f"no mutant {mutant_id!r}; `kmut list --mutants all` lists them")

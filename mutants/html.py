@@ -14,8 +14,8 @@ from html import escape
 from pathlib import Path
 
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
-from mutants.outcomes import (CLASSIFIED, CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, STILLBORN, SURVIVED,
-                              TIMEOUT, CaseResult)
+from mutants.outcomes import (CLASSIFIED, CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, OUTCOMES, STILLBORN,
+                              SURVIVED, TIMEOUT, CaseResult)
 from mutants.report import Scored
 from mutants.store import Result
 
@@ -29,6 +29,7 @@ OUTCOME_COLOURS = {
     STILLBORN: "#6e7781",
     EQUIVALENT: "#0969da",
     DUPLICATE: "#9a6700",
+    NEEDS_GFX950: "#bf8700",
     NOT_RUN: "#afb8c1",
 }
 

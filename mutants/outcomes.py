@@ -17,6 +17,9 @@ class Outcome(StrEnum):
     STILLBORN = "stillborn"  # it does not compile
     EQUIVALENT = "equivalent"  # its compiled code is the original's over the declared compile space
     DUPLICATE = "duplicate"  # its compiled code is an earlier mutant's
+    # its gfx950 ISA differs from the original's and no device here runs it: neither killed
+    # nor survived, left out of the score, with the cases that would run it on a gfx950
+    NEEDS_GFX950 = "needs gfx950"
 
 
 class CaseResult(StrEnum):
@@ -31,6 +34,7 @@ class CaseResult(StrEnum):
 
 KILLED, SURVIVED, TIMEOUT, CRASHED = Outcome.KILLED, Outcome.SURVIVED, Outcome.TIMEOUT, Outcome.CRASHED
 STILLBORN, EQUIVALENT, DUPLICATE = Outcome.STILLBORN, Outcome.EQUIVALENT, Outcome.DUPLICATE
+NEEDS_GFX950 = Outcome.NEEDS_GFX950
 OUTCOMES = tuple(Outcome)
 # decided by compiled code, without running a case: left out of the score
 CLASSIFIED = (STILLBORN, EQUIVALENT, DUPLICATE)

@@ -14,9 +14,10 @@ import torch
 from oracle import OpInputs
 from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
+from suites.gfx950_cases import Gfx950Case, check_gfx950_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 
-KINDS = {"logits": Case, "input-edit": RejectionCase}
+KINDS = {"logits": Case, "input-edit": RejectionCase, "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive")
 
 
@@ -57,6 +58,9 @@ def check(case, op, device: str | torch.device) -> None:
     """Raise AssertionError unless ``op`` passes ``case``."""
     if isinstance(case, Case):
         check_case(case, op, device)
+        return
+    if isinstance(case, Gfx950Case):
+        check_gfx950_case(case, op, device)
         return
     with interpreter_checked(device):
         check_rejection(case, op, device)
