@@ -126,7 +126,8 @@ TRITON_TARGET = Target(
 GFX950_TARGET = Target(
     package="kernel",
     op="kernel.flydsl_gfx950:fp8_paged_mqa_logits_gfx950",
-    # the FlyDSL kernel's body; its launcher shares validation with the Triton op, mutated there
+    # the kernel's body (`@flyc.kernel`); its launcher (`@flyc.jit`) and host code are not
+    # mutated: their mutants could only wait for a gfx950 device, unclassified
     files=(TargetFile("kernel/flydsl_gfx950.py", (DEVICE_CODE,)),),
     name="gfx950",
     cases_of="suites.gfx950_cases:gfx950_suite",

@@ -89,13 +89,15 @@ class MutationPoint:
 
 def in_kernel_scope(func: cst.FunctionDef) -> bool:
     """True for Triton kernels (`@triton.jit`, `@jit`, `@triton.jit(...)`) and FlyDSL
-    kernels (any decorator whose dotted name ends in `.kernel` or `.jit`, e.g. `@flyc.kernel`)."""
+    kernels (any decorator whose dotted name ends in `.kernel`, e.g. `@flyc.kernel`). A FlyDSL
+    `@flyc.jit` function is host code: it runs on the host and launches kernels (its grid and
+    block are not in any kernel's machine code)."""
     for decorator in func.decorators:
         expr = decorator.decorator
         if isinstance(expr, cst.Call):
             expr = expr.func
         name = _dotted_name(expr)
-        if name is not None and (name == "jit" or name.endswith((".jit", ".kernel"))):
+        if name is not None and (name in ("jit", "triton.jit") or name.endswith(".kernel")):
             return True
     return False
 

@@ -19,6 +19,7 @@ from kernel.flydsl_gfx950 import (  # noqa: E402
     fp8_paged_mqa_logits_gfx950,
     rocm_toolkit_root,
 )
+from bench.inspect_gfx950 import SCALED_MFMA, instructions  # noqa: E402
 from oracle import make_inputs  # noqa: E402
 from suites.gfx950_cases import check_gfx950_case, gfx950_suite  # noqa: E402
 
@@ -28,7 +29,6 @@ if rocm_toolkit_root() is None:
         allow_module_level=True,
     )
 
-SCALED_MFMA = "v_mfma_scale_f32_16x16x128_f8f6f4"
 COMPILED = {
     "flat-h64-d128-kvb64-n1": KernelConfig(heads=64, head_dim=128, kv_block=64, preshuffle=False, next_n=1),
     "preshuffle-h64-d128-kvb64-n2": KernelConfig(heads=64, head_dim=128, kv_block=64, preshuffle=True, next_n=2),
@@ -40,12 +40,6 @@ COMPILED = {
 @functools.cache
 def isa_of(name: str) -> str:
     return compile_for_gfx950(COMPILED[name])
-
-
-def instructions(isa: str) -> list[str]:
-    """Mnemonics of the ISA, comments and directives dropped."""
-    lines = (line.split(";")[0].strip() for line in isa.splitlines())
-    return [line.split()[0] for line in lines if line and not line.startswith(".") and not line.endswith(":")]
 
 
 @pytest.mark.parametrize("name", sorted(COMPILED))

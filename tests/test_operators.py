@@ -246,7 +246,7 @@ def test_every_example_mutant_parses_and_lands_where_reported(operator, example)
         ("@triton.jit(do_not_specialize=[1])", True),
         ("@triton.autotune(configs=[], key=[])\n@triton.jit", True),
         ("@flyc.kernel", True),
-        ("@flyc.jit", True),
+        ("@flyc.jit", False),  # a FlyDSL launcher: host code
         ("@staticmethod", False),
         ("@functools.cache", False),
         ("", False),
