@@ -390,6 +390,8 @@ class _Compiler:
     running_lock = threading.Lock()
     stopping = threading.Event()
 
+    COMMAND = (sys.executable, "-m", "mutants.compiled")  # then the backend's locator
+
     def __init__(self, backend: Backend):
         self.backend = backend
         self.process = None
@@ -402,7 +404,7 @@ class _Compiler:
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
         self.process = subprocess.Popen(
-            (sys.executable, "-m", "mutants.compiled", self.backend.locator), cwd=PROJECT_ROOT, env=env, start_new_session=True,
+            (*self.COMMAND, self.backend.locator), cwd=PROJECT_ROOT, env=env, start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
         )
         with _Compiler.running_lock:
