@@ -115,6 +115,11 @@ def paged_mqa_logits_kernel(
     lane_token = lane % MFMA_ROWS  # the B column (token) this lane feeds and reads back
     lane_group = lane // MFMA_ROWS  # which 32 channels it feeds; which 4 result rows it holds
 
+    def token_position(tile, sub):
+        """The position of this lane's token in sub-tile ``sub`` of ``tile``: each wave owns
+        ``SUBTILES`` consecutive 16-token sub-tiles of a tile."""
+        return tile * BLOCK_N + (wave * SUBTILES + sub) * MFMA_ROWS + lane_token
+
     q_ptr = fx.get_iter(q)
     kv_ptr = fx.get_iter(kv)
     kv_f32_ptr = fx.recast_iter(fx.Float32, kv_ptr)
@@ -177,7 +182,7 @@ def paged_mqa_logits_kernel(
         sub_scales = []
         sub_key_frags = []
         for sub in fx.range_constexpr(SUBTILES):
-            offs_p = tile * BLOCK_N + (wave * SUBTILES + sub) * MFMA_ROWS + lane_token
+            offs_p = token_position(tile, sub)
             # Positions past the context read the sequence's last token, so every key
             # address is valid without a load mask; their logits are masked below.
             offs_t = fx.min(offs_p, context_len - 1)
@@ -247,7 +252,7 @@ def paged_mqa_logits_kernel(
     fill_end = fx.min(fill_begin + fill_per_split, context_tiles + fill_tiles)
     for tile in range(fill_begin, fill_end):
         for sub in fx.range_constexpr(SUBTILES):
-            offs_p = tile * BLOCK_N + (wave * SUBTILES + sub) * MFMA_ROWS + lane_token
+            offs_p = token_position(tile, sub)
             for m in fx.range_constexpr(NEXT_N):
                 if stores_row[m] & (offs_p < max_model_len):
                     fx.ptr_store(fx.Float32(float("-inf")), out_ptr + (out_row_offsets[m] + offs_p))
@@ -372,10 +377,7 @@ def compile_for_gfx950(config: KernelConfig | None = None, *, timeout: float = 1
     with tempfile.TemporaryDirectory(prefix="flydsl-gfx950-") as dump_dir:
         env = dict(
             os.environ,
-            COMPILE_ONLY="1",
-            ARCH=GFX950,
-            ROCM_PATH=str(toolkit),
-            FLYDSL_DUMP_IR="1",
+            **compile_only_environment(toolkit),
             FLYDSL_DUMP_DIR=dump_dir,
             PYTHONPATH=os.pathsep.join(filter(None, [str(repo_root), os.environ.get("PYTHONPATH")])),
         )
@@ -388,15 +390,29 @@ def compile_for_gfx950(config: KernelConfig | None = None, *, timeout: float = 1
             raise CompileError(f"compiling {config} took over {timeout:.0f} s") from exc
         if done.returncode != 0:
             raise CompileError(f"compiling {config} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        isa_files = sorted(Path(dump_dir).glob("*/*final_isa.s"))
-        if len(isa_files) != 1:
-            raise CompileError(f"compiling {config}: expected one final ISA dump, found {len(isa_files)}")
-        return isa_files[0].read_text()
+        return final_isa(Path(dump_dir), config)
 
 
-def _compile_in_this_process(config: KernelConfig) -> None:
-    """Trace and compile ``config`` with host placeholder tensors (no device is touched);
-    the caller's environment selects compile-only mode, the target and the ISA dump."""
+def compile_only_environment(toolkit: Path) -> dict[str, str]:
+    """What FlyDSL reads to compile for gfx950 without a device and dump each compile's ISA
+    (under ``FLYDSL_DUMP_DIR``, which it reads at every compile). Its kernel cache stays off:
+    a compile that hits it dumps nothing."""
+    return {"COMPILE_ONLY": "1", "ARCH": GFX950, "ROCM_PATH": str(toolkit), "FLYDSL_DUMP_IR": "1",
+            "FLYDSL_RUNTIME_ENABLE_CACHE": "0"}
+
+
+def final_isa(dump_dir: Path, config: KernelConfig) -> str:
+    """The ISA text of the one compile dumped under ``dump_dir``."""
+    isa_files = sorted(dump_dir.glob("*/*final_isa.s"))
+    if len(isa_files) != 1:
+        raise CompileError(f"compiling {config}: expected one final ISA dump, found {len(isa_files)}")
+    return isa_files[0].read_text()
+
+
+def compile_here(config: KernelConfig) -> None:
+    """Trace and compile ``config`` in this process with host placeholder tensors (no device
+    is touched); the environment (``compile_only_environment``) selects compile-only mode,
+    the target and the ISA dump."""
     batch, max_blocks, max_model_len = 1, 1, 1
     rows = batch * config.next_n
     q = torch.zeros(rows * config.heads, config.head_dim // WORD_BYTES, dtype=torch.int32)
@@ -483,4 +499,4 @@ def _default_splits(dims, device: torch.device, block_n: int) -> int:
 
 if __name__ == "__main__":
     # the child process of compile_for_gfx950: argv[1] is the KernelConfig as JSON
-    _compile_in_this_process(KernelConfig(**json.loads(sys.argv[1])))
+    compile_here(KernelConfig(**json.loads(sys.argv[1])))

@@ -18,7 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusi
 
 from kernel.tuning import MIN_TILES_PER_PROGRAM
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
-from mutants.operators import DEVICE, HOST, Scope, ScopeTracker
+from mutants.walk import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW

@@ -33,9 +33,10 @@ from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
-from mutants.operators import DEVICE, HOST
 from mutants.shards import MergeError, parse_shard, sharded_selection
+from mutants.walk import DEVICE, HOST
 from mutants.store import default_store_path
+from mutants.target import TARGETS
 
 SUITE_NAMES = ("curated", "exhaustive", "sample", "smoke")
 
@@ -93,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.set_defaults(only=None, shard=None)
 
     def selection(p, *, with_suite=True, with_only=True):
+        p.add_argument("--target", dest="target", choices=TARGETS, default="triton",
+                       help="the code under mutation: the Triton op (default) or the FlyDSL gfx950 kernel")
         p.add_argument("--mutants", dest="mutant_set", choices=MUTANT_SETS, default="catalog",
                        help="which mutants: the bug catalog (default); generic, gpu or operators (every"
                             " operator, kernel and host code); device or host (every operator, on that"
@@ -236,7 +239,7 @@ def _fail(error, code: int) -> int:
 # -- commands --
 
 def cmd_list(args) -> int:
-    mutants = _mutants(args.mutant_set, args.only)
+    mutants = _mutants(args.mutant_set, args.only, args.target)
     for mutant in mutants:
         change = f"{_one_line(mutant.before)} -> {_one_line(mutant.after)}"
         print(f"{mutant.id:<40} {mutant.side:<6} {mutant.path}:{mutant.line:<4} {change[:90]}")
@@ -251,7 +254,7 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     from mutants.mutant import read_source
 
-    mutant = _find(args.mutant_id, args.mutant_set)
+    mutant = _find(args.mutant_id, args.mutant_set, args.target)
     print(f"{mutant.id}: {mutant.description}")
     if mutant.exposed_by:
         print(f"exposed by: {mutant.exposed_by}")
@@ -282,7 +285,7 @@ def _sweep(args, cluster) -> int:
     """Run the selection on this machine's workers, or as tasks on ``cluster`` (a Ray cluster joined)."""
     from mutants.runner import BaselineError, ProgressPrinter, Runner
 
-    cases = _cases(args.suite)
+    cases = _cases(args.suite, args.target)
     mutants = _selected(args)
     if cluster is None:
         device = _device(args.device)
@@ -298,7 +301,7 @@ def _sweep(args, cluster) -> int:
     started = time.monotonic()
     run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
     runner = engine(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
-                    space_budget=args.space_budget or None)
+                    space_budget=args.space_budget or None, target=TARGETS[args.target])
     compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
     try:
         pools = f" ({jobs} per GPU on {len(runner.devices)})" if cluster is None and device == "cuda" else ""
@@ -309,7 +312,7 @@ def _sweep(args, cluster) -> int:
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
-        when = args.classify or ("before" if device == "cuda" else "after")
+        when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
         classified = runner.classify(mutants, jobs=compile_jobs, progress=progress) if when == "before" else 0
         executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
@@ -327,7 +330,7 @@ def cmd_report(args) -> int:
     _check_outputs(args)
     device = _device(args.device)
     store, scope = _open(args, device, create=False)
-    return _report(args, store, scope, _selected(args), _cases(args.suite))
+    return _report(args, store, scope, _selected(args), _cases(args.suite, args.target))
 
 
 def cmd_merge(args) -> int:
@@ -338,10 +341,10 @@ def cmd_merge(args) -> int:
     merged = merge(args.shard_stores, Store(args.store), scope_digest)
     args.suite, args.matrix = merged.scope.suite, merged.scope.mode == "matrix"
     args.mutant_set, args.only = _parse_selection(merged.selection)
-    args.shard = None
+    args.shard, args.target = None, "triton"
     print(f"kmut: merged {len(args.shard_stores)} shards of {merged.selection} into {args.store}", file=sys.stderr)
     store, scope = _open(args, merged.scope.device, create=False, digest=merged.scope.digest)
-    return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite))
+    return _report(args, store, scope, _mutants(args.mutant_set, args.only), _cases(args.suite, args.target))
 
 
 def cmd_minimize(args) -> int:
@@ -350,7 +353,8 @@ def cmd_minimize(args) -> int:
     device = _device(args.device)
     args.matrix = True
     store, scope = _open(args, device, create=False)
-    scored = _scored(store, scope, _mutants(args.mutant_set), _cases(args.suite), args.mutant_set)
+    scored = _scored(store, scope, _mutants(args.mutant_set, target=args.target), _cases(args.suite, args.target),
+                     args.mutant_set)
     if not scored.complete:
         raise UsageError(f"the store has no complete kill matrix for this selection; run `kmut run --matrix"
                          f" --suite {args.suite} --mutants {args.mutant_set}` first")
@@ -361,9 +365,9 @@ def cmd_minimize(args) -> int:
     print(f"{len(idle)} cases kill nothing" + (":" if idle else ""))
     for case_id in idle:
         print(f"  {case_id}")
-    cases = {case.id: case for case in _cases(args.suite)}
+    cases = {case.id: case for case in _cases(args.suite, args.target)}
     print(against_curated(scored, kept, store.baseline(scope), [cases[case_id] for case_id in kept],
-                          _cases("curated")))
+                          _cases("curated", args.target)))
     return EXIT_OK
 
 
@@ -415,7 +419,7 @@ def cmd_curate(args) -> int:
 
     device = _device(args.device)
     store, scope = _open(args, device, create=True)
-    mutants = _mutants(args.mutant_set, args.only)
+    mutants = _mutants(args.mutant_set, args.only, args.target)
     results = store.results(scope, {m.key: m.id for m in mutants})
     survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED]
     if not survivors:
@@ -432,7 +436,7 @@ def cmd_curate(args) -> int:
                        report=lambda line: print(line, file=sys.stderr, flush=True))
     finally:
         runner.close()
-    suite_cases = [case for case in _cases(args.suite) if isinstance(case, Case)]
+    suite_cases = [case for case in _cases(args.suite, args.target) if isinstance(case, Case)]
     for lead in leads:
         text, case, exposed = describe(lead, suite_cases)
         print(text)
@@ -525,7 +529,9 @@ def _open(args, device, *, create: bool, digest: str | None = None):
     if not create and not args.store.exists():
         raise UsageError(f"no result store at {args.store}; run `kmut run` first")
     store = Store(args.store, read_only=not create)
-    scope = Scope(args.suite, digest or scope_digest(device), "matrix" if args.matrix else "first-kill", device)
+    # the Triton op's suites keep their bare names; another target's are prefixed with its name
+    suite = args.suite if args.target == "triton" else f"{args.target}:{args.suite}"
+    scope = Scope(suite, digest or scope_digest(device), "matrix" if args.matrix else "first-kill", device)
     return store, scope
 
 
@@ -581,10 +587,8 @@ def _default_jobs(device: str) -> int:
     return cores
 
 
-def _cases(suite: str):
-    from suites.runnable import suite_cases
-
-    return suite_cases(suite)
+def _cases(suite: str, target: str):
+    return TARGETS[target].cases(suite)
 
 
 def _selection_name(args) -> str:
@@ -598,12 +602,12 @@ def _parse_selection(name: str) -> tuple[str, str | None]:
     return mutant_set, only or None
 
 
-def _mutants(mutant_set: str, only: str | None = None):
+def _mutants(mutant_set: str, only: str | None = None, target: str = "triton"):
     from mutants.catalog import CatalogError
     from mutants.sets import select_mutants
 
     try:
-        mutants = select_mutants(mutant_set)
+        mutants = select_mutants(mutant_set, target=TARGETS[target])
     except CatalogError as error:
         raise UsageError(str(error)) from None
     if only is None:
@@ -618,17 +622,17 @@ def _mutants(mutant_set: str, only: str | None = None):
 
 def _selected(args):
     """The mutants of the selection, or of its shard."""
-    mutants = _mutants(args.mutant_set, args.only)
+    mutants = _mutants(args.mutant_set, args.only, args.target)
     return args.shard.select(mutants) if args.shard else mutants
 
 
-def _find(mutant_id: str, mutant_set: str):
-    mutants = _mutants(mutant_set)
+def _find(mutant_id: str, mutant_set: str, target: str):
+    mutants = _mutants(mutant_set, target=target)
     for mutant in mutants:
         if mutant.id == mutant_id:
             return mutant
     if mutant_set != "all":
-        for mutant in _mutants("all"):
+        for mutant in _mutants("all", target=target):
             if mutant.id == mutant_id:
                 return mutant
     raise UsageError(f"no mutant {mutant_id!r}; `kmut list --mutants all` lists them")

@@ -48,6 +48,7 @@ compiled, for the mutants that leave the kernel's source alone.
 
 import fcntl
 import hashlib
+import importlib
 import importlib.metadata
 import json
 import os
@@ -63,9 +64,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
-ARTIFACT = "sass"
-# bump when the artifact or its normalization changes: cached digests are then stale
+# bump when an artifact or its normalization changes: cached digests are then stale
 CACHE_FORMAT = 1
 GPU_TARGET = ("cuda", 90, 32)
 # line info off: code compared across mutants must not carry their line numbers. Triton keys
@@ -107,6 +108,18 @@ class CompileTarget:
 
 
 @dataclass(frozen=True)
+class Backend:
+    """How a compiler process turns one kernel source into the digest of its machine code
+    for one target. ``locator`` ("module:attribute") is how the process finds this object."""
+
+    locator: str
+    artifact: str  # what is compared, in verdicts: "sass", "gfx950 isa"
+    toolchain: str  # the distribution whose version keys cached outcomes
+    prepare: Callable[[str], None]  # (workdir): the process's environment, before any compile
+    digest: Callable[..., str]  # (module, target, workdir) -> sha256 of the normalized artifact
+
+
+@dataclass(frozen=True)
 class Compiled:
     target: str  # CompileTarget.key
     ok: bool
@@ -120,6 +133,8 @@ class Verdict:
     artifact: str
     detail: str
     duplicate_of: str | None = None
+    # distinct: the targets compiled before the first difference, where the code is the original's
+    matched: tuple[str, ...] = ()
 
 
 def triton_cache(cache_dir: Path | None) -> Path | None:
@@ -282,22 +297,49 @@ def _target_key(constexprs: dict, options: dict, signature, attrs, ones, divisib
     return "-".join(parts)
 
 
+class TritonSpace:
+    """The Triton op's compile space: one target per distinct launch of a case, the declared
+    space over the curated and exhaustive suites; every device a suite runs on executes it."""
+
+    # the compile-time space a mutant must match the original on, everywhere, to be equivalent
+    DECLARED_SPACE_SUITES = ("curated", "exhaustive")
+
+    @property
+    def backend(self) -> "Backend":
+        return TRITON
+
+    def suite_targets(self, cases, device: str) -> list[CompileTarget]:
+        return compile_targets(cases, device=device)
+
+    def declared_targets(self, device: str, cache_dir: Path | None) -> list[CompileTarget]:
+        from suites.runnable import suite_cases
+
+        space = [case for name in self.DECLARED_SPACE_SUITES for case in suite_cases(name)]
+        return declared_targets(space, device=device, cache_dir=cache_dir)
+
+    def executes_on(self, device: str) -> bool:
+        return True
+
+
 # -- compiling one source for many targets -------------------------------------------------
 
 
 def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path | None = None,
-                   timeout: float = 120.0, compiler: "_Compiler | None" = None) -> list[Compiled]:
+                   timeout: float = 120.0, compiler: "_Compiler | None" = None,
+                   backend: Backend | None = None) -> list[Compiled]:
     """One outcome per target, in order. ``timeout`` bounds each target's compile (the first
     also pays the compiler process's start). Outcomes are cached under ``cache_dir`` by
     source, target, Triton version and artifact, except those that depend on the moment: a
     timeout, a compiler killed from outside, the targets a dead compiler left behind.
-    ``compiler`` reuses a running compiler process; without one, a fresh process compiles."""
-    cache = _Cache(cache_dir, source)
+    ``compiler`` reuses a running compiler process (and its backend); without one, a fresh
+    process of ``backend`` (default: Triton's, SASS) compiles."""
+    backend = compiler.backend if compiler is not None else backend or TRITON
+    cache = _Cache(cache_dir, source, backend)
     known = {t.key: cache.get(t) for t in targets}
     missing = [t for t in targets if known[t.key] is None]
     if missing:
         if compiler is None:
-            outcomes = _run_compiler(source, missing, timeout, cache_dir)
+            outcomes = _run_compiler(source, missing, timeout, backend, cache_dir)
         else:
             outcomes = compiler.compile(source, missing, timeout)
         for target, (outcome, durable) in zip(missing, outcomes):
@@ -314,14 +356,14 @@ def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path
 class _Cache:
     """One JSON file per (source, Triton version, artifact): target id -> Compiled."""
 
-    def __init__(self, cache_dir: Path | None, source: str):
+    def __init__(self, cache_dir: Path | None, source: str, backend: "Backend"):
         self.path = None
         self.entries = {}
         self.dirty = False
         if cache_dir is None:
             return
-        version = importlib.metadata.version("triton")
-        name = hashlib.sha256(f"{source}\0{version}\0{ARTIFACT}\0{CACHE_FORMAT}".encode()).hexdigest()
+        version = importlib.metadata.version(backend.toolchain)
+        name = hashlib.sha256(f"{source}\0{version}\0{backend.artifact}\0{CACHE_FORMAT}".encode()).hexdigest()
         self.path = Path(cache_dir) / f"{name}.json"
         if self.path.exists():
             self.entries = json.loads(self.path.read_text())
@@ -355,9 +397,9 @@ class _Cache:
 
 
 def _run_compiler(source: str, targets: list[CompileTarget], timeout: float,
-                  cache_dir: Path | None) -> list[tuple[Compiled, bool]]:
+                  backend: Backend, cache_dir: Path | None) -> list[tuple[Compiled, bool]]:
     """Compile in a fresh compiler process; returns (outcome, durable) per target compiled."""
-    compiler = _Compiler(cache_dir)
+    compiler = _Compiler(backend, cache_dir)
     try:
         return compiler.compile(source, targets, timeout)
     finally:
@@ -372,14 +414,16 @@ class _Compiler:
     """A compiler process that serves one source after another (it imports torch and triton
     once), replaced when a source kills it or hangs it."""
 
-    COMMAND = (sys.executable, "-m", "mutants.compiled")
     # Every compiler process running. Each has a session of its own, so Ctrl-C never reaches
     # it: an interrupted run ends them all here, at once, instead of waiting for their compiles.
     running: set = set()
     running_lock = threading.Lock()
     stopping = threading.Event()
 
-    def __init__(self, cache_dir: Path | None = None):
+    COMMAND = (sys.executable, "-m", "mutants.compiled")  # then the backend's locator
+
+    def __init__(self, backend: Backend, cache_dir: Path | None = None):
+        self.backend = backend
         self.process = None
         self.triton_cache = triton_cache(cache_dir)
 
@@ -394,7 +438,7 @@ class _Compiler:
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
         self.process = subprocess.Popen(
-            self.COMMAND, cwd=PROJECT_ROOT, env=env, start_new_session=True,
+            (*self.COMMAND, self.backend.locator), cwd=PROJECT_ROOT, env=env, start_new_session=True,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
         )
         with _Compiler.running_lock:
@@ -504,13 +548,14 @@ def _death(returncode: int, stderr: str) -> str:
 
 def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *,
              beyond=(), beyond_budget: float | None = None, jobs: int = 2, cache_dir: Path | None = None,
-             progress=None, timeout: float = 120.0) -> dict[str, Verdict]:
+             progress=None, timeout: float = 120.0, backend: Backend | None = None) -> dict[str, Verdict]:
     """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
 
     ``targets`` are the configurations the suite launches, ``beyond`` the rest of the
     declared compile-time space (or a function returning it, called only when a mutant
     matches the original on every target of the suite); ``beyond_budget`` bounds the seconds
-    spent on each such mutant there (None: no bound). The original is compiled for every target. A mutant is
+    spent on each such mutant there (None: no bound). ``backend`` compiles (default: Triton's,
+    SASS). The original is compiled for every target. A mutant is
     compiled lazily, target after target in an order that varies the configuration as much
     as possible, and stops at the first target whose code differs from the original's: most
     mutants cost one compile, an equivalent one costs them all, the suite's and then those
@@ -520,8 +565,9 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     if not targets:
         raise ValueError("classify: no compile targets")
     _Compiler.stopping.clear()
+    backend = backend or TRITON
     targets = diverse_order(targets)
-    reference = _compile_spread(original, targets, jobs, cache_dir, timeout)
+    reference = _compile_spread(original, targets, jobs, cache_dir, timeout, backend)
     failed = [c for c in reference if not c.ok]
     if failed:
         raise RuntimeError(
@@ -538,7 +584,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
 
     def compiler() -> _Compiler:
         if not hasattr(local, "compiler"):
-            local.compiler = _Compiler(cache_dir)
+            local.compiler = _Compiler(backend, cache_dir)
             compilers.append(local.compiler)
         return local.compiler
 
@@ -573,7 +619,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {
-        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id)
+        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, backend.artifact)
         for mutant_id, source in mutants.items()
     }
     candidates = [mutant_id for mutant_id, verdict in verdicts.items() if verdict.kind == "equivalent"]
@@ -582,12 +628,12 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         beyond = [t for t in (beyond() if callable(beyond) else beyond) if t.key not in suite_keys]
     if candidates and beyond:
         verdicts.update(_judge_beyond(original, {i: mutants[i] for i in candidates}, len(targets),
-                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget))
+                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget, backend))
     return verdicts
 
 
 def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, beyond: list[CompileTarget],
-                  jobs: int, cache_dir, timeout, budget: float | None) -> dict[str, Verdict]:
+                  jobs: int, cache_dir, timeout, budget: float | None, backend: Backend) -> dict[str, Verdict]:
     """Equivalent, unreached or unproven, for mutants whose code equals the original's on
     every target of the suite: compiled on the rest of the declared space, target after
     target beside the original, until the first difference, the end of the space, or the
@@ -596,7 +642,7 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
     chunks = [sources[i::jobs] for i in range(max(1, jobs)) if sources[i::jobs]]
 
     def judge(chunk: list[str]) -> dict[str, tuple[Compiled | None, int]]:
-        compiler = _Compiler(cache_dir)
+        compiler = _Compiler(backend, cache_dir)
         try:
             return {source: _first_difference(compiler, original, source, beyond, cache_dir, timeout, budget)
                     for source in chunk}
@@ -606,24 +652,25 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
     with _compile_pool(len(chunks)) as pool:
         outcomes = {source: outcome for part in pool.map(judge, chunks) for source, outcome in part.items()}
     total = suite_count + len(beyond)
+    artifact = backend.artifact
     verdicts = {}
     for mutant_id, source in candidates.items():
         different, matched = outcomes[source]
         if different is not None:
-            how = "does not compile" if not different.ok else f"its {ARTIFACT} differs"
+            how = "does not compile" if not different.ok else f"its {artifact} differs"
             verdicts[mutant_id] = Verdict(
-                "unreached", ARTIFACT,
-                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations;"
+                "unreached", artifact,
+                f"same {artifact} as the original on the suite's {suite_count} configurations;"
                 f" {how} at {different.target}")
         elif matched == len(beyond):
             verdicts[mutant_id] = Verdict(
-                "equivalent", ARTIFACT,
-                f"same {ARTIFACT} as the original on all {total} configurations of the declared space"
+                "equivalent", artifact,
+                f"same {artifact} as the original on all {total} configurations of the declared space"
                 f" ({suite_count} launched by the suite)")
         else:
             verdicts[mutant_id] = Verdict(
-                "unproven", ARTIFACT,
-                f"same {ARTIFACT} as the original on the suite's {suite_count} configurations and on {matched}"
+                "unproven", artifact,
+                f"same {artifact} as the original on the suite's {suite_count} configurations and on {matched}"
                 f" of the {len(beyond)} others of the declared space; the other {len(beyond) - matched} were not"
                 f" compiled within the budget of {budget:g} s")
     return verdicts
@@ -657,11 +704,13 @@ def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], tar
     return [source for group in groups.values() if len(group) > 1 for source in group]
 
 
-def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout) -> list[Compiled]:
+def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout,
+                    backend: Backend) -> list[Compiled]:
     """Every target of one source, split over ``jobs`` compiler processes."""
     chunks = [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
     with _compile_pool(len(chunks)) as pool:
-        results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout),
+        results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout,
+                                                               backend=backend),
                                 chunks))
     by_key = {c.target: c for chunk in results for c in chunk}
     return [by_key[t.key] for t in targets]
@@ -686,7 +735,7 @@ def diverse_order(targets: list[CompileTarget]) -> list[CompileTarget]:
 def _compile_until_different(compiler, source, targets, original_code, cache_dir, timeout) -> list[Compiled]:
     """Outcomes for a prefix of ``targets``: up to the first failure or difference from the
     original, or all of them when none occurs."""
-    cache = _Cache(cache_dir, source)
+    cache = _Cache(cache_dir, source, compiler.backend)
     outcome: list[Compiled] = []
     while len(outcome) < len(targets):
         index = len(outcome)
@@ -706,26 +755,28 @@ def _compile_until_different(compiler, source, targets, original_code, cache_dir
     return outcome
 
 
-def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code: dict, mutant_id: str) -> Verdict:
+def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code: dict, mutant_id: str,
+             artifact: str) -> Verdict:
     failed = next((c for c in outcome if not c.ok), None)
     if failed is not None:
-        return Verdict("stillborn", ARTIFACT, f"{failed.target}: {failed.error}")
+        return Verdict("stillborn", artifact, f"{failed.target}: {failed.error}")
     code = tuple(c.digest for c in outcome)
     if list(code) == original_code:
         keys = ", ".join(c.target for c in outcome)
-        return Verdict("equivalent", ARTIFACT, f"same {ARTIFACT} as the original on all {len(outcome)} targets: {keys}")
+        return Verdict("equivalent", artifact, f"same {artifact} as the original on all {len(outcome)} targets: {keys}")
     if len(code) == len(original_code):
         twin = first_with_code.setdefault(code, mutant_id)
         if twin != mutant_id:
-            return Verdict("duplicate", ARTIFACT, twin, duplicate_of=twin)
+            return Verdict("duplicate", artifact, twin, duplicate_of=twin)
     differs = next(c.target for c, digest in zip(outcome, original_code) if c.digest != digest)
-    return Verdict("distinct", ARTIFACT, differs)
+    matched = tuple(c.target for c, digest in zip(outcome, original_code) if c.digest == digest)
+    return Verdict("distinct", artifact, differs, matched=matched)
 
 
 # -- the compiler process -----------------------------------------------------------------------
 
 
-def _serve() -> None:
+def _serve(backend: Backend) -> None:
     """Read one JSON request per line ({source, targets, stop_unless}); for each, write one
     JSON Compiled per target as it is done, then {"end": true}. With ``stop_unless`` (a
     digest per target) a request ends after the first target that fails or differs from
@@ -733,9 +784,7 @@ def _serve() -> None:
     protocol = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     with tempfile.TemporaryDirectory(prefix="tce-") as workdir:
-        # nothing has imported triton yet; without a shared cache, its own would only grow
-        os.environ.update(COMPILER_ENV)
-        os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(workdir, "triton-cache"))
+        backend.prepare(workdir)
         for line in sys.stdin:
             request = json.loads(line)
             targets = [_target_from_json(t) for t in request["targets"]]
@@ -750,7 +799,7 @@ def _serve() -> None:
                     outcome = Compiled(target.key, False, "", load_error)
                 else:
                     try:
-                        outcome = Compiled(target.key, True, _compile_digest(module, target, workdir), "")
+                        outcome = Compiled(target.key, True, backend.digest(module, target, workdir), "")
                     except Exception as error:
                         outcome = Compiled(target.key, False, "", _summarize(error, workdir))
                 protocol.write(json.dumps(asdict(outcome)) + "\n")
@@ -888,5 +937,19 @@ def _summarize(error: BaseException, workdir: str) -> str:
     return "\n".join(lines)
 
 
+def _prepare_triton(workdir: str) -> None:
+    # nothing has imported triton yet; without the run's shared cache, its own would only grow
+    os.environ.update(COMPILER_ENV)
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(workdir, "triton-cache"))
+
+
+TRITON = Backend("mutants.compiled:TRITON", "sass", "triton", _prepare_triton, _compile_digest)
+
+
+def _backend(locator: str) -> Backend:
+    module, name = locator.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
 if __name__ == "__main__":
-    _serve()
+    _serve(_backend(sys.argv[1]))

@@ -14,10 +14,10 @@ from html import escape
 from pathlib import Path
 
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
-from mutants.report import CLASSIFIED, Scored
-from mutants.runner import CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, STILLBORN, SURVIVED, TIMEOUT
+from mutants.outcomes import (CLASSIFIED, CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, OUTCOMES, STILLBORN,
+                              SURVIVED, TIMEOUT, CaseResult)
+from mutants.report import Scored
 from mutants.store import Result
-from mutants.worker import PASS
 
 NOT_RUN = "not run"
 
@@ -29,6 +29,7 @@ OUTCOME_COLOURS = {
     STILLBORN: "#6e7781",
     EQUIVALENT: "#0969da",
     DUPLICATE: "#9a6700",
+    NEEDS_GFX950: "#bf8700",
     NOT_RUN: "#afb8c1",
 }
 
@@ -432,7 +433,7 @@ def cell_state(result: Result | None, case_id: str) -> str | None:
     ran = result.case_results.get(case_id)
     if ran is None:
         return None
-    return "pass" if ran == PASS else "fault"
+    return "pass" if ran == CaseResult.PASS else "fault"
 
 
 def footer_label_svg(layout: MatrixLayout) -> str:

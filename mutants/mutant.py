@@ -10,7 +10,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mutants.operators import ALL_OPERATORS, DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points
+from mutants.operators import ALL_OPERATORS
+from mutants.walk import DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points
 from mutants.target import TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -1,17 +1,20 @@
 """Scoring and reports: the terminal table, JSON in the mutation-testing-elements schema,
 the kill matrix and the smallest case subset that keeps every kill.
 
-score = killed / (all - equivalent - stillborn - duplicate)
+score = killed / (all - equivalent - stillborn - duplicate - needs gfx950)
+
+A mutant that "needs gfx950" was compiled, not run: its ISA differs from the original's and no
+device here executes it. It is neither killed nor survived, the score leaves it out and says
+how many it left out, and ``--fail-under`` treats it as a mutant without a result.
 """
 
 from collections import Counter
 from dataclasses import dataclass, field
 
 from mutants.mutant import Mutant, read_source
-from mutants.runner import CRASHED, DUPLICATE, EQUIVALENT, KILLED, OUTCOMES, STILLBORN, SURVIVED, TIMEOUT
+from mutants.outcomes import (CLASSIFIED, CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, OUTCOMES, SCORED,
+                              STILLBORN, SURVIVED, TIMEOUT)
 from mutants.store import Result
-
-CLASSIFIED = (STILLBORN, EQUIVALENT, DUPLICATE)
 
 # mutation-testing-elements statuses
 SCHEMA_STATUS = {
@@ -22,6 +25,7 @@ SCHEMA_STATUS = {
     STILLBORN: "CompileError",
     EQUIVALENT: "Ignored",
     DUPLICATE: "Ignored",
+    NEEDS_GFX950: "Pending",
 }
 
 
@@ -42,7 +46,7 @@ class Scored:
 
     @property
     def scored_total(self) -> int:
-        return sum(self.counts[o] for o in (KILLED, SURVIVED, TIMEOUT, CRASHED))
+        return sum(self.counts[o] for o in SCORED)
 
     @property
     def score(self) -> float:
@@ -51,14 +55,16 @@ class Scored:
 
     @property
     def complete(self) -> bool:
-        return self.counts["not run"] == 0
+        return self.counts["not run"] == 0 and self.counts[NEEDS_GFX950] == 0
 
     @property
     def with_results(self) -> int:
         return len(self.rows) - self.counts["not run"]
 
     def results_line(self) -> str:
-        return f"{self.with_results} of {len(self.rows)} mutants have results"
+        needs = self.counts[NEEDS_GFX950]
+        unrun = f" ({needs} compiled only: they need a gfx950 device to run)" if needs else ""
+        return f"{self.with_results - needs} of {len(self.rows)} mutants have results{unrun}"
 
     @property
     def mutants_per_minute(self) -> float | None:
@@ -71,7 +77,7 @@ class Scored:
         return sum(self.counts[o] for o in CLASSIFIED) / max(1, len(self.rows))
 
     def survivors(self) -> list[tuple[Mutant, Result]]:
-        return [(m, r) for m, r in self.rows if r and r.outcome != KILLED and r.outcome not in CLASSIFIED]
+        return [(m, r) for m, r in self.rows if r and r.outcome in (SURVIVED, TIMEOUT, CRASHED)]
 
     def matrix(self) -> dict[str, set[str]]:
         """case id -> the mutants it kills (only the cases that ran)."""
@@ -110,8 +116,11 @@ def terminal_table(scored: Scored, *, per_mutant: bool = True) -> str:
         counts += f", not run {scored.counts['not run']}"
     lines.append(f"outcomes: {counts}")
     lines.append(scored.results_line())
-    lines.append(f"score: {scored.score:.1f}% ({scored.counts[KILLED]} killed of {scored.scored_total};"
-                 f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case)")
+    needs = (f"; {scored.counts[NEEDS_GFX950]} left out, needing a gfx950 device to run"
+             if scored.counts[NEEDS_GFX950] else "")
+    score = f"{scored.score:.1f}%" if scored.scored_total else "none (no mutant was scored)"
+    lines.append(f"score: {score} ({scored.counts[KILLED]} killed of {scored.scored_total};"
+                 f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case{needs})")
     if scored.mutants_per_minute:
         lines.append(f"throughput: {scored.mutants_per_minute:.1f} mutants/minute"
                      f" ({scored.wall_seconds:.0f} s wall, baseline included, for the {scored.processed} mutants"

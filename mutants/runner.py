@@ -29,15 +29,13 @@ from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
-from mutants.operators import DEVICE
+from mutants.walk import DEVICE
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
+from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
 from suites.runnable import to_dict
 
-KILLED, SURVIVED, TIMEOUT, CRASHED = "killed", "survived", "timeout", "crashed"
-EQUIVALENT, DUPLICATE = "equivalent", "duplicate"
-OUTCOMES = (KILLED, SURVIVED, TIMEOUT, CRASHED, STILLBORN, EQUIVALENT, DUPLICATE)
 # the classifier's verdict for a mutant the suite cannot tell from the original although
 # other configurations can: stored as a survivor, with this reason
 UNREACHED = "unreached"
@@ -45,9 +43,6 @@ UNREACHED_DETAIL = "not reached by any configuration of this suite"
 # ...and for one whose code matched everywhere it was compiled, short of the whole space
 UNPROVEN = "unproven"
 UNPROVEN_DETAIL = "not proven equivalent"
-
-# the compile-time space a mutant must match the original on, everywhere, to be equivalent
-DECLARED_SPACE_SUITES = ("curated", "exhaustive")
 
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
@@ -202,6 +197,9 @@ class Runner:
         self.differs_at: dict[str, str] = {}
         self._case_target_keys: list[tuple[str, ...]] | None = None
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
+        self.space = target.compile_space()
+        # False where no device here runs the target's code: its mutants are only compiled
+        self.executes = self.space.executes_on(device)
 
     def close(self) -> None:
         shutil.rmtree(self.workdir, ignore_errors=True)
@@ -222,6 +220,8 @@ class Runner:
     # -- sanity gates --
 
     def baseline(self) -> dict[str, float]:
+        if not self.executes:
+            return {}
         stored = self.store.baseline(self.scope)
         if set(stored) >= set(self.case_ids):
             self.case_seconds = stored
@@ -303,9 +303,8 @@ class Runner:
         those that ran every case and survived (after ``run``): where a compile costs more
         than a run of the suite, as on the CPU interpreter, only they need the proof.
         """
-        from mutants.compiled import classify, compile_targets, declared_targets
+        from mutants.compiled import classify
         from mutants.mutant import read_source
-        from suites.runnable import suite_cases
 
         if survivors:
             stored = self.store.results(self.scope, {m.key: m.id for m in mutants})
@@ -316,12 +315,11 @@ class Runner:
             pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
         if not pending:
             return 0
-        targets = compile_targets(self.cases, device=self.device)
+        targets = self.space.suite_targets(self.cases, self.device)
         cache_dir = self.store.compile_cache
 
         def beyond():
-            space = [case for name in DECLARED_SPACE_SUITES for case in suite_cases(name)]
-            return declared_targets(space, device=self.device, cache_dir=cache_dir)
+            return self.space.declared_targets(self.device, cache_dir)
 
         decided = 0
         if progress:
@@ -331,7 +329,7 @@ class Runner:
             report = (lambda done_, total: progress("compile", done_, total)) if progress else None
             verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
                                 beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
-                                progress=report)
+                                progress=report, backend=self.space.backend)
             for mutant in group:
                 verdict = verdicts[mutant.id]
                 if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
@@ -340,6 +338,8 @@ class Runner:
                     outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
                 elif verdict.kind == UNPROVEN:
                     outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                elif not self.executes:  # distinct: its code differs, and nothing here runs it
+                    outcome, detail = NEEDS_GFX950, self._needs_device(verdict)
                 else:  # distinct: its cases decide, starting where its code was seen to differ
                     self.differs_at[mutant.id] = verdict.detail
                     continue
@@ -347,6 +347,16 @@ class Runner:
                                                    outcome=outcome, detail=detail))
                 decided += 1
         return decided
+
+    def _needs_device(self, verdict) -> str:
+        """Why a mutant needs a device no one here has: where its code differs, and the cases
+        that would run it there (all but those of configurations where its code is the original's)."""
+        same = set(verdict.matched)
+        cases = [case.id for case in self.cases
+                 if not {t.key for t in self.space.suite_targets([case], self.device)} <= same]
+        return (f"{verdict.artifact}: differs from the original's at {verdict.detail}"
+                + (f", after the same code at {', '.join(verdict.matched)}" if same else "")
+                + f"; runs on {self.target.device_name}, in {len(cases)} of {len(self.cases)} cases: {', '.join(cases)}")
 
     # -- the CUDA memory checker --
 
@@ -406,6 +416,13 @@ class Runner:
         pending = [m for m in mutants if m.key not in done]
         by_id = {m.id: m for m in pending}
         results = []
+        if not self.executes:
+            every_case = f"not classified by its compiled code; runs on {self.target.device_name}, in every case"
+            for mutant in pending:
+                results.append(Result(mutant_key=mutant.key, mutant_id=mutant.id, outcome=NEEDS_GFX950,
+                                      detail=every_case))
+                self.store.save(self.scope, results[-1])
+            return results
 
         def finished(progress: _Progress) -> None:
             mutant = by_id[progress.task.mutant_id]
@@ -754,7 +771,7 @@ def _alive(pid: int) -> bool:
 # what each phase of a run does, said once, the first time the phase reports
 PHASES = {
     "baseline": "baseline: the unmutated kernel on every case of the suite",
-    "compile": "classify by compiled code (offline sm_90 compile, no GPU needed)",
+    "compile": "classify by compiled code (offline compile for the target's GPU, none needed here)",
     "mutants": "mutants: each in a worker, against the suite",
     "memcheck": "memcheck: the survivors again, under compute-sanitizer",
     "candidates": "candidates: the unmutated kernel on the cases a search tries next",

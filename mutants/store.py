@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from mutants.worker import ERROR, FAIL, PASS, STILLBORN
+from mutants.outcomes import CASE_RESULTS, OUTCOMES
 
 # bump when the tables or the values their CHECK constraints allow change
 SCHEMA_VERSION = 3
@@ -108,9 +108,7 @@ class StoreError(Exception):
 
 def _allowed_values() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The outcomes a result may have, and the results a case may have."""
-    from mutants.runner import OUTCOMES, TIMEOUT
-
-    return OUTCOMES, (PASS, FAIL, STILLBORN, ERROR, TIMEOUT)
+    return OUTCOMES, CASE_RESULTS
 
 
 @dataclass

@@ -14,12 +14,42 @@ one in the kernel body. Each mutated file declares the code of it that is mutate
 
 Mutant ids: ``<operator>-<n>`` in the device code, ``<file stem>:<operator>-<n>`` in host
 code, so that ids stay unique across files and kernel ids do not move when host code changes.
+
+A target also owns how its mutants are judged: its suites (the cases, by suite name), and its
+compile space (a `CompileSpace`): the configurations a suite compiles and the declared
+compile-time space, the compiler backend that classifies its device mutants by their machine
+code (Hopper SASS, gfx950 ISA), and whether a device of this machine executes it. Two targets
+are declared: the Triton op (`TRITON_TARGET`) and the FlyDSL gfx950 kernel
+(`GFX950_TARGET`), whose cases run only on a gfx950 device.
 """
 
+import importlib
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from typing import Protocol
 
-from mutants.operators import DEVICE, DEVICE_CODE, HOST, Scope
+from mutants.walk import DEVICE, DEVICE_CODE, HOST, Scope
+
+
+class CompileSpace(Protocol):
+    """How a target's device mutants are compiled and where its code runs."""
+
+    backend: object  # mutants.compiled.Backend: compiles a source for one target, to a digest
+
+    def suite_targets(self, cases, device: str) -> list:
+        """The distinct compile targets (mutants.compiled.CompileTarget) ``cases`` launch."""
+
+    def declared_targets(self, device: str, cache_dir: Path | None) -> list:
+        """The declared compile-time space: the targets a mutant must match everywhere to be
+        equivalent."""
+
+    def executes_on(self, device: str) -> bool:
+        """Whether ``device`` of this machine runs the target's code."""
+
+
+def _load(locator: str):
+    module, name = locator.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True)
@@ -37,6 +67,11 @@ class Target:
     package: str  # copied whole into every mutant's overlay
     op: str  # "module:function", what the suites call
     files: tuple[TargetFile, ...]
+    name: str = "triton"  # how the command line names it
+    cases_of: str = "suites.runnable:suite_cases"  # "module:function": suite name -> its cases
+    compile_space_of: str = "mutants.compiled:TritonSpace"  # "module:class" of its CompileSpace
+    # the device its code needs, named in the outcome of a mutant no device here can run
+    device_name: str = "a GPU"
 
     def __post_init__(self) -> None:
         stems = [file.stem for file in self.files]
@@ -65,6 +100,13 @@ class Target:
     def mutant_id_prefix(self, path: str, side: str) -> str:
         return "" if side == DEVICE else f"{PurePosixPath(path).stem}:"
 
+    def cases(self, suite: str) -> list:
+        """The cases of ``suite`` for this target."""
+        return _load(self.cases_of)(suite)
+
+    def compile_space(self) -> CompileSpace:
+        return _load(self.compile_space_of)()
+
 
 _HOST_WITH_CONSTANTS = Scope(HOST, module_constants=True)
 
@@ -80,3 +122,16 @@ TRITON_TARGET = Target(
         TargetFile("kernel/validation.py", (_HOST_WITH_CONSTANTS,)),
     ),
 )
+
+GFX950_TARGET = Target(
+    package="kernel",
+    op="kernel.flydsl_gfx950:fp8_paged_mqa_logits_gfx950",
+    # the kernel's body (`@flyc.kernel`); its launcher (`@flyc.jit`) and host code are not
+    # mutated: their mutants could only wait for a gfx950 device, unclassified
+    files=(TargetFile("kernel/flydsl_gfx950.py", (DEVICE_CODE,)),),
+    name="gfx950",
+    cases_of="suites.gfx950_cases:gfx950_suite",
+    compile_space_of="mutants.gfx950:Gfx950Space",
+    device_name="gfx950",
+)
+TARGETS = {target.name: target for target in (TRITON_TARGET, GFX950_TARGET)}

@@ -20,7 +20,9 @@ import sys
 import time
 import traceback
 
-PASS, FAIL, STILLBORN, ERROR = "pass", "fail", "stillborn", "error"
+from mutants.outcomes import CaseResult
+
+PASS, FAIL, STILLBORN, ERROR = CaseResult.PASS, CaseResult.FAIL, CaseResult.STILLBORN, CaseResult.ERROR
 
 # Errors Triton raises while turning kernel source into code: the mutant does not compile.
 _COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}

@@ -15,10 +15,11 @@ import torch
 from oracle import OpInputs
 from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
+from suites.gfx950_cases import Gfx950Case, check_gfx950_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
-KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase}
+KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
@@ -63,6 +64,9 @@ def check(case, op, device: str | torch.device) -> None:
         return
     if isinstance(case, DefaultsCase):
         check_defaults(case, op)
+        return
+    if isinstance(case, Gfx950Case):
+        check_gfx950_case(case, op, device)
         return
     with interpreter_checked(device):
         check_rejection(case, op, device)

@@ -256,8 +256,8 @@ def test_cases_that_share_a_launch_signature_share_their_compile_targets():
 def test_an_interrupt_ends_running_compiles_at_once_and_refuses_new_ones(monkeypatch):
     """Compiler processes sit in sessions of their own, out of Ctrl-C's reach: without this a
     run interrupted while classifying waited for every queued compile."""
-    monkeypatch.setattr(compiled._Compiler, "COMMAND", ("sleep", "60"))
-    compilers = [compiled._Compiler() for _ in range(2)]
+    monkeypatch.setattr(compiled._Compiler, "COMMAND", ("bash", "-c", "sleep 60"))  # the locator is $0
+    compilers = [compiled._Compiler(compiled.TRITON) for _ in range(2)]
     both_running = threading.Barrier(3)
 
     def compile_forever(compiler):
@@ -277,7 +277,7 @@ def test_an_interrupt_ends_running_compiles_at_once_and_refuses_new_ones(monkeyp
             raise KeyboardInterrupt
     assert time.monotonic() - begun < 10
     with pytest.raises(compiled.CompilesStopped):
-        compiled._Compiler()._start()
+        compiled._Compiler(compiled.TRITON)._start()
     compiled._Compiler.stopping.clear()
     time.sleep(0.5)
     assert not compiled._Compiler.running

@@ -19,7 +19,9 @@ from kernel.flydsl_gfx950 import (  # noqa: E402
     fp8_paged_mqa_logits_gfx950,
     rocm_toolkit_root,
 )
-from oracle import compare_logits, make_inputs, reference_logits  # noqa: E402
+from bench.inspect_gfx950 import SCALED_MFMA, instructions  # noqa: E402
+from oracle import make_inputs  # noqa: E402
+from suites.gfx950_cases import check_gfx950_case, gfx950_suite  # noqa: E402
 
 if rocm_toolkit_root() is None:
     pytest.skip(
@@ -27,7 +29,6 @@ if rocm_toolkit_root() is None:
         allow_module_level=True,
     )
 
-SCALED_MFMA = "v_mfma_scale_f32_16x16x128_f8f6f4"
 COMPILED = {
     "flat-h64-d128-kvb64-n1": KernelConfig(heads=64, head_dim=128, kv_block=64, preshuffle=False, next_n=1),
     "preshuffle-h64-d128-kvb64-n2": KernelConfig(heads=64, head_dim=128, kv_block=64, preshuffle=True, next_n=2),
@@ -39,12 +40,6 @@ COMPILED = {
 @functools.cache
 def isa_of(name: str) -> str:
     return compile_for_gfx950(COMPILED[name])
-
-
-def instructions(isa: str) -> list[str]:
-    """Mnemonics of the ISA, comments and directives dropped."""
-    lines = (line.split(";")[0].strip() for line in isa.splitlines())
-    return [line.split()[0] for line in lines if line and not line.startswith(".") and not line.endswith(":")]
 
 
 @pytest.mark.parametrize("name", sorted(COMPILED))
@@ -94,22 +89,10 @@ def _gfx950_present() -> bool:
     )
 
 
-RUN_CASES = {
-    "flat-n1": dict(next_n=1, preshuffle=False, context_lens=[1, 64, 700, 4097]),
-    "preshuffle-n2": dict(next_n=2, preshuffle=True, context_lens=[2, 65, 1000, 3000]),
-    "preshuffle-ragged-n2": dict(next_n=2, preshuffle=True, context_lens=[2, 63, 513, 2048], next_n_lens=[1, 2, 2, 1]),
-    "h32-d64-kvb1-n3": dict(heads=32, head_dim=64, kv_block=1, next_n=3, preshuffle=False, context_lens=[3, 17, 300]),
-}
-
-
-def small_inputs(heads=64, head_dim=128, kv_block=64, next_n_lens=None, **case):
-    return make_inputs(batch=len(case["context_lens"]), heads=heads, head_dim=head_dim, kv_block=kv_block,
-                       next_n_lens=next_n_lens, max_model_len=4224, seed=7, **case)
-
-
 @pytest.mark.skipif(_gfx950_present(), reason="checks the refusal of other devices")
 def test_launcher_checks_before_launching_elsewhere():
-    inputs = small_inputs(**RUN_CASES["flat-n1"])
+    inputs = make_inputs(batch=4, next_n=1, heads=64, head_dim=128, kv_block=64, preshuffle=False,
+                         context_lens=[1, 64, 700, 4097], max_model_len=4224, next_n_lens=None, seed=7)
     out = torch.full((len(inputs.context_lens), inputs.max_model_len), 7.0)
     with pytest.raises(ValueError, match="gfx950"):
         fp8_paged_mqa_logits_gfx950(*inputs.op_args(), **inputs.op_kwargs(), out=out)
@@ -119,14 +102,8 @@ def test_launcher_checks_before_launching_elsewhere():
 
 
 @pytest.mark.skipif(not _gfx950_present(), reason="needs a gfx950 device")
-@pytest.mark.parametrize("tuning", [dict(num_splits=1), dict(num_splits=3, num_waves=2, subtiles=4)],
-                         ids=["one-split", "three-splits-narrow"])
-@pytest.mark.parametrize("name", sorted(RUN_CASES))
-def test_launcher_matches_reference(name, tuning):
-    inputs = small_inputs(**RUN_CASES[name])
-    expected, magnitude = reference_logits(inputs)
-    on_device = inputs.to("cuda")
-    got = fp8_paged_mqa_logits_gfx950(*on_device.op_args(), **on_device.op_kwargs(), **tuning)
-    compare_logits(got, expected, magnitude)
-    again = fp8_paged_mqa_logits_gfx950(*on_device.op_args(), **on_device.op_kwargs(), **tuning)
-    assert torch.equal(got, again), "two runs of the same launch differ"
+@pytest.mark.parametrize("gfx950_case", gfx950_suite("curated"), ids=lambda case: case.id)
+def test_launcher_matches_reference(gfx950_case):
+    # waves per program and sub-tiles per wave are compile-time axes of the suite, as are the
+    # shapes, layouts and next_n; every case runs twice, into a fresh and a caller's strided out
+    check_gfx950_case(gfx950_case, fp8_paged_mqa_logits_gfx950, "cuda")

@@ -10,14 +10,9 @@ import pytest
 
 from mutants.operators import (
     ALL_OPERATORS,
-    DEVICE,
-    DEVICE_CODE,
     GENERIC_OPERATORS,
     GPU_OPERATORS,
-    HOST,
-    HOST_CODE,
     HOST_OPERATORS,
-    MODULE_LEVEL,
     ArgumentSwap,
     BooleanSwap,
     ConstantShift,
@@ -28,12 +23,19 @@ from mutants.operators import (
     DropTerm,
     FloorCeilDivision,
     Operator,
-    Scope,
     StrideFromShape,
+    operator_by_name,
+)
+from mutants.walk import (
+    DEVICE,
+    DEVICE_CODE,
+    HOST,
+    HOST_CODE,
+    MODULE_LEVEL,
+    Scope,
     apply_mutation,
     in_kernel_scope,
     mutation_points,
-    operator_by_name,
 )
 
 EXAMPLES = [
@@ -244,7 +246,7 @@ def test_every_example_mutant_parses_and_lands_where_reported(operator, example)
         ("@triton.jit(do_not_specialize=[1])", True),
         ("@triton.autotune(configs=[], key=[])\n@triton.jit", True),
         ("@flyc.kernel", True),
-        ("@flyc.jit", True),
+        ("@flyc.jit", False),  # a FlyDSL launcher: host code
         ("@staticmethod", False),
         ("@functools.cache", False),
         ("", False),

@@ -11,7 +11,8 @@ from mutants import cli
 from mutants.catalog import Bug, CatalogError, Exposure, catalog_mutants
 from mutants.mutant import Mutant, operator_mutants, read_source
 from mutants.sets import select_mutants
-from mutants.operators import DEVICE, DEVICE_CODE, GPU_OPERATORS, HOST, HOST_CODE, MODULE_LEVEL, Scope
+from mutants.operators import GPU_OPERATORS
+from mutants.walk import DEVICE, DEVICE_CODE, HOST, HOST_CODE, MODULE_LEVEL, Scope
 from mutants.runner import Runner
 from mutants.store import Scope as StoreScope
 from mutants.store import Store

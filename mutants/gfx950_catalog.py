@@ -1,0 +1,129 @@
+"""The bug catalog of the FlyDSL gfx950 kernel (``kernel/flydsl_gfx950.py``): the bugs of the
+Triton kernel's catalog at their FlyDSL sites, and those of its own structure (waves sharing a
+tile, the two 16-byte halves of a lane's channels, the cross-lane head sum).
+
+Each bug's exposure is a test of a ``Gfx950Case``. The wave-offset bug, the seed kernel's own
+(``wave * N_TILES_PER_WAVE`` became ``wave * (N_TILES_PER_WAVE - 1)``), is correct at one wave
+per program and wrong at every other count: only a multi-wave variant exposes it.
+"""
+
+from collections.abc import Callable
+
+import libcst as cst
+import libcst.matchers as m
+
+from mutants.catalog import Bug, Exposure, _expr, _names, _replace_with, _with_operator
+from suites.gfx950_cases import Gfx950Case
+
+FLYDSL = "kernel/flydsl_gfx950.py"
+
+
+def _gfx950(test: Callable[[Gfx950Case], bool]) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, Gfx950Case) and test(case)
+
+
+def _tiles(case: Gfx950Case) -> list[int]:
+    return [-(-ctx // case.block_n) for ctx in case.context_lens]
+
+
+def _spans_blocks_unlike_tiles(case: Gfx950Case) -> bool:
+    """Some position's block differs from its tile index: the block size is not the tile width."""
+    return case.kv_block != case.block_n and max(case.context_lens) > min(case.kv_block, case.block_n)
+
+
+def _ragged_short(case: Gfx950Case) -> bool:
+    return case.next_n_lens is not None and min(case.next_n_lens) < case.next_n
+
+
+def _bug(name: str, description: str, exposed_by: Exposure, site, mutate) -> Bug:
+    return Bug(name=name, description=description, exposed_by=exposed_by, site=site, mutate=mutate, path=FLYDSL)
+
+
+def _binary(left, operator, right) -> m.BinaryOperation:
+    return m.BinaryOperation(left=left, operator=operator, right=right)
+
+
+GFX950_CATALOG: tuple[Bug, ...] = (
+    _bug("wave-offset",
+         "a wave's first sub-tile counted in SUBTILES - 1 sub-tiles per wave: right at one wave per"
+         " program, overlapping sub-tiles and unvisited ones at two or more",
+         Exposure("num_waves >= 2 (a multi-wave variant)", _gfx950(lambda c: c.num_waves >= 2)),
+         _binary(m.Name("wave"), m.Multiply(), m.Name("SUBTILES")),
+         lambda node: node.with_changes(right=_expr("(SUBTILES - 1)"))),
+    _bug("causal-off-by-one",
+         "the causal mask hides the last visible position (< instead of <=)",
+         Exposure("any context", _gfx950(lambda c: True)),
+         m.Comparison(left=m.Name("offs_p"),
+                      comparisons=[m.ComparisonTarget(operator=m.LessThanEqual(), comparator=_names("causal_bounds"))]),
+         _with_operator(cst.LessThan())),
+    _bug("swapped-layout-strides",
+         "preshuffled keys addressed with block-flat token strides",
+         Exposure("layout: preshuffle", _gfx950(lambda c: c.preshuffle)),
+         m.Assign(targets=[m.AssignTarget(m.Name("token_words"))], value=_names("slot", "PRESHUFFLE_TILE", "HEAD_DIM")),
+         lambda node: node.with_changes(value=_expr("slot * HEAD_DIM_WORDS"))),
+    _bug("lane-half-flat-stride",
+         "the second 16 channels of a lane's 32 read 16 bytes on, as in a token-major row, also in the"
+         " preshuffled layout, where they lie one 256-byte sub-tile on",
+         Exposure("layout: preshuffle", _gfx950(lambda c: c.preshuffle)),
+         m.Assign(targets=[m.AssignTarget(m.Name("SECOND_HALF_WORDS"))]),
+         lambda node: node.with_changes(value=_expr("PRESHUFFLE_TILE // WORD_BYTES"))),
+    _bug("lane-half-sum",
+         "the head sum across lane groups stops after one shuffle: half the heads' relu terms are lost",
+         Exposure("any context (every head tile spreads over four lane groups)", _gfx950(lambda c: True)),
+         m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
+                  value=_binary(m.Name("logit"), m.Add(), m.Call(args=[
+                      m.Arg(m.Name("logit")), m.Arg(_binary(m.Integer("2"), m.Multiply(), m.Name("MFMA_ROWS"))),
+                      m.ZeroOrMore()]))),
+         lambda node: node.with_changes(value=_expr("logit"))),
+    _bug("wrong-block-table-index",
+         "the block-table column is the tile index, not the block the token lies in",
+         Exposure("kv_block != tile width, contexts past the smaller of the two",
+                  _gfx950(_spans_blocks_unlike_tiles)),
+         _binary(m.Name("offs_t"), m.FloorDivide(), m.Name("KV_BLOCK")),
+         _replace_with("tile")),
+    _bug("scale-slot",
+         "the token's scale read at its slot in the 16-token sub-tile, not in the block",
+         Exposure("kv_block other than 16 (a sub-tile is not a block)", _gfx950(lambda c: c.kv_block != 16)),
+         _binary(m.Name("SCALE_WORD_OFFSET"), m.Add(), m.Name("slot")),
+         lambda node: node.with_changes(right=cst.Name("lane_token"))),
+    _bug("dropped-kv-scale",
+         "the per-token key scale is never applied",
+         Exposure("any context (scales differ per token)", _gfx950(lambda c: True)),
+         m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
+                  value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales"))),
+         lambda node: node.with_changes(value=_expr("logit"))),
+    _bug("wrong-head-weight",
+         "every next_n slot takes the head weights of slot 0",
+         Exposure("next_n >= 2", _gfx950(lambda c: c.next_n >= 2)),
+         m.Subscript(value=m.Name("head_weights")),
+         lambda node: node.with_changes(slice=[cst.SubscriptElement(cst.Index(_expr("ht")))])),
+    _bug("floor-split",
+         "tiles per split rounded down: the last tiles of a sequence are never computed",
+         Exposure("splits not dividing the tile count", _gfx950(lambda c: c.splits > 1
+                                                               and any(t % c.splits for t in _tiles(c)))),
+         m.Assign(targets=[m.AssignTarget(m.Name("tiles_per_split"))]),
+         lambda node: node.with_changes(value=_expr("context_tiles // num_splits"))),
+    _bug("program-offset-in-tiles",
+         "program s starts at tile s instead of s * tiles_per_split",
+         Exposure("several tiles per program", _gfx950(lambda c: c.splits > 1
+                                                       and max(-(-t // c.splits) for t in _tiles(c)) >= 2)),
+         _binary(m.Name("pid_s"), m.Multiply(), m.Name("tiles_per_split")),
+         lambda node: node.left),
+    _bug("batch-blind-output-row",
+         "every sequence writes the output rows of sequence 0",
+         Exposure("batch >= 2", _gfx950(lambda c: c.batch >= 2)),
+         m.Call(func=m.Attribute(value=m.Name("fx"), attr=m.Name("Int64")), args=[m.Arg(
+             _binary(_binary(m.Name("pid_b"), m.Multiply(), m.Name("NEXT_N")), m.Add(), m.Name("m")))]),
+         _replace_with("fx.Int64(m)")),
+    _bug("next-n-blind-causal-bound",
+         "every query row sees the whole context, as if next_n were 1",
+         Exposure("next_n >= 2", _gfx950(lambda c: c.next_n >= 2)),
+         _binary(_binary(m.Name("context_len"), m.Subtract(), m.Name("live_rows")), m.Add(), m.Name("m")),
+         _replace_with("context_len - 1")),
+    _bug("ragged-row-bound-off-by-one",
+         "the first dead row of a ragged next_n sequence is treated as live",
+         Exposure("ragged next_n_lens with a sequence short of next_n", _gfx950(_ragged_short)),
+         m.Comparison(left=m.Name("live_rows"),
+                      comparisons=[m.ComparisonTarget(operator=m.GreaterThan(), comparator=m.Name("m"))]),
+         _with_operator(cst.GreaterThanEqual())),
+)

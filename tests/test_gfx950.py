@@ -1,0 +1,202 @@
+"""The FlyDSL gfx950 kernel as a mutation target: its cases, its catalog, its ISA
+classification, and the outcome of mutants no device here can run.
+
+The compiling tests need flydsl and an ``ld.lld``; they are skipped, with that reason, without.
+"""
+
+import pytest
+import torch
+
+from mutants.outcomes import NEEDS_GFX950, SURVIVED
+from mutants.target import GFX950_TARGET
+from suites.gfx950_cases import Gfx950Case, check_gfx950_case, gfx950_suite
+
+KERNEL = "kernel/flydsl_gfx950.py"
+
+
+def _needs_compiler():
+    pytest.importorskip("flydsl", reason="compiling for gfx950 needs flydsl (pip install flydsl)")
+    from kernel.flydsl_gfx950 import rocm_toolkit_root
+
+    if rocm_toolkit_root() is None:
+        pytest.skip("compiling for gfx950 needs ld.lld (apt-get install lld-19, or ROCm at $ROCM_PATH)")
+
+
+def _catalog():
+    from mutants.sets import select_mutants
+
+    return {m.id: m for m in select_mutants("catalog", target=GFX950_TARGET)}
+
+
+# -- cases and exposures ----------------------------------------------------------------------
+
+def test_curated_varies_every_compile_time_axis_and_the_smoke_suite_has_one_wave_only():
+    curated = gfx950_suite("curated")
+    assert {c.num_waves for c in curated} == {1, 2, 4, 8}
+    assert {c.subtiles for c in curated} == {1, 2, 4}
+    assert {c.preshuffle for c in curated} == {False, True}
+    assert {c.num_waves for c in gfx950_suite("smoke")} == {1}
+    exhaustive = {c.id for c in gfx950_suite("exhaustive")}
+    assert {c.id for c in curated} <= exhaustive
+
+
+def test_every_catalog_bug_is_exposed_by_curated_and_the_wave_offset_by_multi_wave_cases_only():
+    from mutants.gfx950_catalog import GFX950_CATALOG
+
+    curated = gfx950_suite("curated")
+    for bug in GFX950_CATALOG:
+        assert bug.exposed_by.cases(curated), f"{bug.name}: no curated gfx950 case exposes it"
+    wave_offset = next(bug for bug in GFX950_CATALOG if bug.name == "wave-offset")
+    assert not wave_offset.exposed_by.cases(gfx950_suite("smoke"))
+    assert all(case.num_waves >= 2 for case in wave_offset.exposed_by.cases(curated))
+
+
+def test_catalog_pins_one_site_each_in_the_kernel_body():
+    mutants = _catalog()
+    assert len(mutants) == 14
+    assert all(m.path == KERNEL and m.side == "device" for m in mutants.values())
+    assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
+
+
+def _reference_op(wrong: bool):
+    """The op as a gfx950 device would compute it, from the float64 oracle; with ``wrong``,
+    one finite cell off."""
+    from oracle import OpInputs, reference_logits
+
+    def op(q, kv_cache, weights, context_lens, block_table, max_model_len, *, next_n_lens=None,
+           preshuffle=False, out=None, num_waves, subtiles, num_splits):
+        inputs = OpInputs(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens,
+                          block_table=block_table, max_model_len=max_model_len, next_n_lens=next_n_lens,
+                          preshuffle=preshuffle)
+        logits = reference_logits(inputs)[0].float()
+        if wrong:
+            row, column = logits.isfinite().nonzero()[-1].tolist()
+            logits[row, column] += 1.0 + logits[row, column].abs()
+        if out is None:
+            return logits
+        out.copy_(logits)
+        return out
+
+    return op
+
+
+def test_the_gfx950_check_passes_the_right_answer_and_fails_a_wrong_cell():
+    case = Gfx950Case(num_waves=2, subtiles=1, next_n=2, ragged=True)
+    check_gfx950_case(case, _reference_op(wrong=False), "cpu")
+    with pytest.raises(AssertionError):
+        check_gfx950_case(case, _reference_op(wrong=True), "cpu")
+
+
+def test_the_gfx950_target_does_not_execute_on_this_machine_without_a_gfx950():
+    space = GFX950_TARGET.compile_space()
+    assert not space.executes_on("cpu")
+    present = (torch.cuda.is_available() and torch.version.hip is not None
+               and torch.cuda.get_device_properties(0).gcnArchName.startswith("gfx950"))
+    if torch.cuda.is_available():
+        assert space.executes_on("cuda") == present
+
+
+# -- the ISA -----------------------------------------------------------------------------------
+
+ISA = """\
+\t.text
+\t.file\t1 "kernel.py"
+\t.globl\tpaged_mqa_logits_kernel_0
+paged_mqa_logits_kernel_0:
+\t.loc\t1 120 5 prologue_end
+\ts_load_dwordx2 s[4:5], s[0:1], 0x48    ; 8-byte Folded Reload
+\tv_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3]
+.Lfunc_end0:
+\t.size\tpaged_mqa_logits_kernel_0, .Lfunc_end0-paged_mqa_logits_kernel_0
+"""
+
+
+def test_isa_normalization_drops_comments_locations_and_names_and_keeps_every_instruction():
+    from mutants.gfx950 import normalize_isa
+
+    renamed = ISA.replace("paged_mqa_logits_kernel_0", "mutant_kernel_0").replace("120 5", "133 9")
+    assert normalize_isa(renamed) == normalize_isa(ISA)
+    normalized = normalize_isa(ISA)
+    assert "Folded" not in normalized and ".loc" not in normalized and ".file" not in normalized
+    assert "s_load_dwordx2 s[4:5], s[0:1], 0x48" in normalized
+    for changed in (ISA.replace("0x48", "0x50"), ISA.replace("v[0:3], v[4:11]", "v[0:3], v[12:19]")):
+        assert normalize_isa(changed) != normalized
+
+
+def test_wave_offset_isa_equals_the_original_at_one_wave_and_differs_at_two_and_more():
+    _needs_compiler()
+    from mutants.compiled import compile_source
+    from mutants.gfx950 import GFX950_BACKEND, config_target
+    from mutants.mutant import read_source
+
+    targets = [config_target(Gfx950Case(num_waves=waves)) for waves in (1, 2, 4, 8)]
+    original = compile_source(read_source(KERNEL), targets, backend=GFX950_BACKEND)
+    mutant = compile_source(_catalog()["wave-offset"].source, targets, backend=GFX950_BACKEND)
+    assert all(c.ok for c in original + mutant), [c.error for c in original + mutant if not c.ok]
+    same = [a.digest == b.digest for a, b in zip(original, mutant)]
+    assert same == [True, False, False, False]
+
+
+def test_a_mistyped_accumulator_is_stillborn_and_a_renamed_local_is_equivalent():
+    _needs_compiler()
+    from mutants.compiled import classify
+    from mutants.gfx950 import GFX950_BACKEND, config_target
+    from mutants.mutant import read_source
+
+    original = read_source(KERNEL)
+    bad_dtype = original.replace("scores = fx.Vector.filled(OUT_ROWS_PER_LANE, 0.0, fx.Float32)",
+                                 "scores = fx.Vector.filled(OUT_ROWS_PER_LANE, 0, fx.Int32)")
+    renamed = original.replace("key_frags", "lane_key_frags")
+    assert bad_dtype != original and renamed != original
+    targets = [config_target(Gfx950Case(num_waves=1, subtiles=1)), config_target(Gfx950Case(num_waves=2))]
+    verdicts = classify(original, {"bad-dtype": bad_dtype, "renamed": renamed}, targets[:1], beyond=targets[1:],
+                        backend=GFX950_BACKEND, jobs=2)
+    assert verdicts["bad-dtype"].kind == "stillborn"
+    assert verdicts["renamed"].kind == "equivalent", verdicts["renamed"]
+    assert verdicts["renamed"].artifact == "gfx950 isa"
+
+
+# -- a run: needs gfx950, and a suite that does not reach the wave-offset bug -------------------
+
+def _run(tmp_path, suite: str, only: str):
+    from mutants import cli
+    from mutants.store import Scope, Store
+
+    store_path = tmp_path / "results.sqlite"
+    code = cli.main(["run", "--target", "gfx950", "--suite", suite, "--only", only, "--jobs", "2",
+                     "--store", str(store_path), "--quiet", "--space-budget", "120"])
+    mutants = _catalog()
+    store = Store(store_path, read_only=True)
+    scope = Scope(f"gfx950:{suite}", cli.scope_digest("cpu"), "first-kill", "cpu")
+    return code, store.results(scope, {m.key: m.id for m in mutants.values()}), mutants
+
+
+def test_a_mutant_no_device_here_runs_needs_gfx950_with_the_cases_that_would_run_it(tmp_path, capsys):
+    _needs_compiler()
+    code, results, mutants = _run(tmp_path, "curated", "wrong-head-weight")
+    (result,) = results.values()
+    assert result.outcome == NEEDS_GFX950 and not result.killed_by
+    exposing = [case.id for case in gfx950_suite("curated") if case.next_n >= 2]
+    cases = result.detail.split("cases: ")[1].split(", ")
+    assert set(exposing) <= set(cases)
+    # the cases of a configuration compiled to the original's ISA cannot tell it from the original
+    from mutants.gfx950 import config_target
+
+    same = result.detail.split("after the same code at ")[1].split(";")[0].split(", ") \
+        if "after the same code at " in result.detail else []
+    by_id = {case.id: case for case in gfx950_suite("curated")}
+    assert not [c for c in cases if config_target(by_id[c]).key in same]
+    assert all(key.split("-NN")[1].startswith("1-") for key in same), "only next_n=1 compiles to the same ISA"
+    report = capsys.readouterr().out
+    assert "score: none" in report and "1 left out, needing a gfx950 device to run" in report
+    assert code == 0
+
+
+def test_a_suite_without_multi_wave_variants_does_not_reach_the_wave_offset_bug(tmp_path):
+    _needs_compiler()
+    code, results, _ = _run(tmp_path, "smoke", "wave-offset")
+    (result,) = results.values()
+    assert result.outcome == SURVIVED
+    assert result.detail.startswith("not reached by any configuration of this suite: gfx950 isa:")
+    differing = result.detail.split(" at ")[-1]
+    assert "-W1-" not in differing, result.detail
