@@ -125,11 +125,13 @@ class Compiled:
     ok: bool
     digest: str  # sha256 of the normalized artifact ("" when not ok)
     error: str  # the compile error, or how the compiler process died ("" when ok)
+    # not ok for a reason outside the source (a timeout, a compiler killed from outside): no verdict
+    transient: bool = False
 
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # "stillborn" | "equivalent" | "duplicate" | "unreached" | "unproven" | "distinct"
+    kind: str  # "stillborn" | "equivalent" | "duplicate" | "unreached" | "unproven" | "distinct" | "undecided"
     artifact: str
     detail: str
     duplicate_of: str | None = None
@@ -348,7 +350,7 @@ def compile_source(source: str, targets: list[CompileTarget], *, cache_dir: Path
                 cache.put(target, outcome)
         for target in missing[len(outcomes):]:
             left = f"not compiled: the compiler process died on {outcomes[-1][0].target}"
-            known[target.key] = Compiled(target.key, False, "", left)
+            known[target.key] = Compiled(target.key, False, "", left, transient=True)
         cache.save()
     return [known[t.key] for t in targets]
 
@@ -485,7 +487,7 @@ class _Compiler:
             except queue.Empty:
                 self._discard()
                 key = targets[min(len(outcomes), len(targets) - 1)].key
-                outcomes.append((Compiled(key, False, "", f"timeout: no result in {timeout:g} s"), False))
+                outcomes.append((Compiled(key, False, "", f"timeout: no result in {timeout:g} s", transient=True), False))
                 return outcomes
             if line is None:
                 self.process.wait()
@@ -494,7 +496,7 @@ class _Compiler:
                 crashed = -self.process.returncode in COMPILER_CRASHES
                 self._discard()
                 key = targets[min(len(outcomes), len(targets) - 1)].key
-                outcomes.append((Compiled(key, False, "", death), crashed))
+                outcomes.append((Compiled(key, False, "", death, transient=not crashed), crashed))
                 return outcomes
             message = json.loads(line)
             if message.get("end"):
@@ -689,6 +691,8 @@ def _first_difference(compiler, original: str, source: str, targets: list[Compil
             raise RuntimeError(f"the original kernel does not compile for the declared configuration"
                                f" {target.key}: {reference.error}")
         (outcome,) = compile_source(source, [target], cache_dir=cache_dir, timeout=timeout, compiler=compiler)
+        if outcome.transient:  # cut short from outside: compiled no further, so not proven
+            return None, index
         if not outcome.ok or outcome.digest != reference.digest:
             return outcome, index
     return None, len(targets)
@@ -758,6 +762,8 @@ def _compile_until_different(compiler, source, targets, original_code, cache_dir
 def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code: dict, mutant_id: str,
              artifact: str) -> Verdict:
     failed = next((c for c in outcome if not c.ok), None)
+    if failed is not None and failed.transient:  # the compile, not the source, failed: the cases decide
+        return Verdict("undecided", artifact, f"{failed.target}: {failed.error}")
     if failed is not None:
         return Verdict("stillborn", artifact, f"{failed.target}: {failed.error}")
     code = tuple(c.digest for c in outcome)

@@ -21,8 +21,10 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
@@ -43,6 +45,8 @@ UNREACHED_DETAIL = "not reached by any configuration of this suite"
 # ...and for one whose code matched everywhere it was compiled, short of the whole space
 UNPROVEN = "unproven"
 UNPROVEN_DETAIL = "not proven equivalent"
+# ...and for one whose compile was cut short from outside (a timeout, a killed compiler): its cases decide
+UNDECIDED = "undecided"
 
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
@@ -109,7 +113,11 @@ class _Worker:
         parent, child = context.Pipe()
         self.conn = parent
         self.process = context.Process(target=worker_main, args=(child, device, op, environment), daemon=True)
-        self.process.start()
+        # Ctrl-C is the parent's to handle. A process started with SIGINT ignored keeps it ignored
+        # (Python installs its handler only where the signal is not ignored), so a Ctrl-C that
+        # comes while the worker imports is not a traceback of its own.
+        with _sigint_ignored():
+            self.process.start()
         child.close()
         self.ready = False
         self.progress: _Progress | None = None
@@ -334,6 +342,8 @@ class Runner:
                 verdict = verdicts[mutant.id]
                 if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
                     outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
+                elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
+                    continue
                 elif verdict.kind == UNREACHED:
                     outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
                 elif verdict.kind == UNPROVEN:
@@ -514,6 +524,19 @@ class Runner:
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
+
+
+@contextmanager
+def _sigint_ignored():
+    """SIGINT ignored for the block, in the main thread (elsewhere signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _worker_devices(device: str) -> list[str]:

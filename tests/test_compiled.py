@@ -4,7 +4,9 @@ Mutants are made here by plain string replacement on the kernel source; one smal
 configuration (one compile target) keeps the file fast.
 """
 
+import os
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -234,8 +236,27 @@ def test_an_unchanged_source_is_not_recompiled(targets, tmp_path, monkeypatch):
 def test_a_hanging_compiler_times_out(targets, tmp_path):
     hangs = "import time\ntime.sleep(600)\n" + KERNEL_SOURCE
     (outcome,) = compile_source(hangs, targets, cache_dir=tmp_path, timeout=3)
-    assert not outcome.ok and outcome.error.startswith("timeout")
+    assert not outcome.ok and outcome.error.startswith("timeout") and outcome.transient
     assert not list(tmp_path.iterdir()), "a timeout must not be cached"
+
+
+def test_a_compiler_killed_from_outside_decides_nothing(targets, tmp_path):
+    """A compile the OOM killer (or a user) cuts short says nothing about the source: the
+    mutant is left to its cases, never stored as stillborn."""
+    hangs = "import time\ntime.sleep(600)\n" + KERNEL_SOURCE
+    compiler = compiled._Compiler(compiled.TRITON, tmp_path)
+    killer = threading.Timer(2.0, lambda: os.killpg(compiler.process.pid, signal.SIGKILL))
+    killer.start()
+    try:
+        ((outcome, durable),) = compiler.compile(hangs, targets, 60)
+    finally:
+        killer.cancel()
+        compiler.close()
+    assert not outcome.ok and outcome.transient and not durable and "SIGKILL" in outcome.error
+    verdict = compiled._verdict([outcome], ["digest"], {}, "killed-compile", "sass")
+    assert verdict.kind == "undecided"
+    failed = compiled.Compiled(outcome.target, False, "", "CompilationError: at 3:4", transient=False)
+    assert compiled._verdict([failed], ["digest"], {}, "bad-source", "sass").kind == "stillborn"
 
 
 def test_cases_that_share_a_launch_signature_share_their_compile_targets():

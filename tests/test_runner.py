@@ -148,6 +148,22 @@ def test_baseline_chunks_keep_each_kernel_on_one_worker():
         assert compiles <= len(keys) + len(chunks) - 1  # a kernel is split only at a chunk boundary
 
 
+def test_ctrl_c_while_a_worker_starts_is_not_its_own(tmp_path):
+    """Ctrl-C reaches the whole process group; a worker still importing torch must not die of
+    it (the parent ends its workers itself), so it becomes ready as if nothing happened."""
+    import multiprocessing
+
+    from mutants.runner import _Worker
+
+    worker = _Worker(multiprocessing.get_context("spawn"), "cpu", TRITON_TARGET.op, {})
+    try:
+        os.kill(worker.process.pid, signal.SIGINT)
+        assert worker.conn.poll(120), "the worker never reported ready"
+        assert worker.conn.recv() == ("ready",)
+    finally:
+        worker.kill()
+
+
 def test_cuda_workers_form_one_pool_per_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr("torch.cuda.device_count", lambda: 4)
     store = Store(tmp_path / "results.sqlite")
