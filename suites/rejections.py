@@ -13,6 +13,7 @@ A ``RejectionCase`` is one edit applied to one small base input; ``check_rejecti
 it, as ``suites.check.check_case`` runs a ``Case``.
 """
 
+import sys
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
@@ -54,6 +55,8 @@ class InputEdit:
     # the base inputs (of BASES) its cases run on
     bases: tuple[str, ...] = ("small",)
     quotes: str = ""  # text the message must hold: where several values are bad, the first
+    # accepted, and too large to compute here: only the launch is planned (validation and tuning)
+    planned_only: bool = False
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -384,6 +387,9 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               _max_model_len(lambda i: 2**40, pass_out=False)),
     InputEdit("max_model_len-one-past-its-bound", "max_model_len", ValueError,
               _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
+    # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
+    InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
+              lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
     InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
               _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
@@ -449,6 +455,16 @@ def edited_call(edit: InputEdit, inputs: OpInputs) -> tuple[OpInputs, dict]:
     return call.inputs, {**call.inputs.op_kwargs(), "out": caller_out(inputs), **call.keywords}
 
 
+def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> None:
+    """The launcher of ``op`` (its module's ``plan_launch``; an op without one is its own)
+    accepts the edited inputs and plans their launch."""
+    planner = getattr(sys.modules.get(op.__module__), "plan_launch", op)
+    try:
+        planner(*edited.op_args(), **keywords)
+    except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+        raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
+
+
 def is_readable(out) -> bool:
     """Whether a write into ``out`` could be seen."""
     return isinstance(out, torch.Tensor) and out.device.type != "meta" and out.numel() > 0
@@ -458,6 +474,9 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     """Apply ``edit`` to valid ``inputs`` and hold ``op`` to its verdict; AssertionError if not."""
     edited, keywords = edited_call(edit, inputs)
     out = keywords["out"]
+    if edit.planned_only:
+        _check_planned(edit, edited, keywords, op)
+        return
     if edit.error is None:
         try:
             result = op(*edited.op_args(), **keywords)
