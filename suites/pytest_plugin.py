@@ -32,8 +32,8 @@ KMUT_OPTIONS = ("kmut_mutants", "kmut_only", "kmut_fail_under")
 def pytest_addoption(parser):
     group = parser.getgroup("paged-mqa", "fp8 paged MQA logits suites")
     group.addoption("--suite", dest="suite", default="curated", choices=sorted(SUITES),
-                    help="case suite to run: curated (default), exhaustive (the nightly sweep) or smoke"
-                         " (three quick cases)")
+                    help="case suite to run: curated (default), exhaustive (the nightly sweep), sample (a"
+                         " fixed sample of exhaustive, for deriving a suite) or smoke (three quick cases)")
     group.addoption("--device", dest="device", default=None,
                     help="torch device for the op: cpu (through Triton's interpreter), cuda or cuda:N"
                          " (default: cuda when available, else cpu)")

@@ -49,7 +49,7 @@ def test_suite_options_work_from_another_folder_when_the_plugin_is_named(tmp_pat
     assert collected.returncode == 0, collected.stdout + collected.stderr
     assert f"{SMOKE_CASES} tests collected" in collected.stdout
     helped = _pytest("-p", PLUGIN, "--help", cwd=tmp_path)
-    assert "--suite={curated,exhaustive,smoke}" in helped.stdout and "smoke (three quick cases)" in helped.stdout
+    assert "--suite={curated,exhaustive,sample,smoke}" in helped.stdout and "smoke (three quick cases)" in helped.stdout
 
 
 def test_the_entry_point_registers_the_plugin_once_installed_or_from_the_checkout(tmp_path):
