@@ -206,6 +206,9 @@ def main(argv=None) -> int:
     except (CannotRun, StoreError, WorkerStartError, MergeError) as error:
         return _fail(error, EXIT_CANNOT_RUN)
     except sqlite3.Error as error:
+        if getattr(args, "store", None) and not Path(args.store).exists():
+            return _fail(f"{args.store}: the result store was moved or deleted while kmut used it ({error})",
+                         EXIT_CANNOT_RUN)
         return _fail(f"{args.store}: {error}", EXIT_CANNOT_RUN)
     except BrokenPipeError:  # the reader went away (`kmut list | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

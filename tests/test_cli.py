@@ -111,6 +111,19 @@ def test_a_file_that_is_not_a_store_is_one_error_line(tmp_path, capsys):
     _one_error_line(capsys, store, "file is not a database")
 
 
+def test_a_store_deleted_during_a_run_is_named_so(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "results"
+    store = _store_with_results(folder / "results.sqlite", ["killed"] * CATALOG_SIZE)
+
+    def deleted_midway(args):
+        shutil.rmtree(folder)  # what SQLite then reports on its next write
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setitem(cli.COMMANDS, "report", deleted_midway)
+    assert cli.main(["report", "--store", str(store)]) == cli.EXIT_CANNOT_RUN
+    _one_error_line(capsys, store, "the result store was moved or deleted while kmut used it")
+
+
 def test_an_unwritable_store_path_is_one_error_line(tmp_path, capsys):
     (tmp_path / "a-file").write_text("x")
     store = tmp_path / "a-file" / "results.sqlite"
