@@ -19,8 +19,6 @@ import subprocess
 import sys
 import tempfile
 
-import torch
-
 SASS_GROUPS = {
     "wgmma": ("QGMMA", "HGMMA"),
     "async_ld": ("LDGSTS", "UTMALDG", "LDGDEPBAR"),
@@ -31,34 +29,19 @@ SASS_GROUPS = {
     "barrier": ("BAR",),
     "shuffle": ("SHFL",),
 }
-TORCH_TO_TRITON = {
-    torch.float8_e4m3fn: "fp8e4nv", torch.uint8: "u8", torch.float32: "fp32", torch.int32: "i32",
-}
 
 
-def compile_launch(launch, num_stages: int = 1):
-    """The launch's kernel compiled for sm_90, as the JIT would for these arguments."""
+def compile_launch(launch):
+    """The launch's kernel compiled for sm_90 exactly as the JIT compiles it at launch: the
+    classifier's offline compile (``mutants.compiled.jit_source``), so what is inspected here
+    is what runs and what kmut compares."""
     import triton
-    from triton.backends.compiler import GPUTarget
 
     from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
+    from mutants.compiled import jit_source, target_of_launch
 
-    names = [n for n in kernel.arg_names if n not in launch.constexprs]
-    signature, attrs = {}, {}
-    for index, (name, value) in enumerate(zip(names, launch.args)):
-        if isinstance(value, torch.Tensor):
-            signature[name] = "*" + TORCH_TO_TRITON[value.dtype]
-            attrs[(kernel.arg_names.index(name),)] = [["tt.divisibility", 16]]
-        else:
-            signature[name] = "i32"
-            if value % 16 == 0:
-                attrs[(kernel.arg_names.index(name),)] = [["tt.divisibility", 16]]
-    for name in launch.constexprs:
-        signature[name] = "constexpr"
-    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=launch.constexprs, attrs=attrs)
-    target = GPUTarget("cuda", 90, 32)
-    options = triton.compiler.make_backend(target).parse_options(dict(launch.options, num_stages=num_stages))
-    return triton.compile(source, target=target, options=options.__dict__)
+    source, options, target = jit_source(kernel, target_of_launch(launch))
+    return triton.compile(source, target=target, options=options)
 
 
 def cuobjdump(compiled, flag: str) -> str:
@@ -104,7 +87,7 @@ def main(argv=None) -> int:
                              num_stages=stages)
         label = f"{name} bn{launch.constexprs['BLOCK_N']} w{launch.options['num_warps']} s{launch.constexprs['NUM_STAGES']}"
         try:
-            compiled = compile_launch(launch, launch.constexprs["NUM_STAGES"])
+            compiled = compile_launch(launch)
         except Exception as error:
             print(f"{label:<40} failed: {type(error).__name__}: {str(error)[:200]}")
             continue
