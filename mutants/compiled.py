@@ -865,7 +865,6 @@ def jit_source(fn, target: CompileTarget):
     at launch: the signature, constexprs, attributes and options come from the JIT's own
     packing of the launch's specialization (Triton 3.6 and 3.9 spell the attributes
     differently), so the compile lands in Triton's cache under the key a launch looks up."""
-    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
 
