@@ -3,7 +3,8 @@
 - ``--suite`` and ``--device``: which cases run, and where; a wrong device is a usage error;
 - a report header that says how to reproduce the run (suite, device, torch and Triton);
 - every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
-  for ``pytest -n N --dist loadgroup``;
+  for ``pytest -n N --dist loadgroup``, and every test taking a ``suite_edit`` once per input
+  edit of the suite (the nightly edits only under exhaustive);
 - ``--kmut``: once the tests pass, the suite's mutation score, computed by ``kmut run``, as a
   section of the session's summary; ``--kmut-fail-under PCT`` fails the session below PCT.
 
@@ -22,6 +23,7 @@ import torch
 from mutants.cli import EXIT_OK, main, percentage
 from mutants.sets import MUTANT_SETS
 from suites.cases import SUITES, suite
+from suites.rejections import rejection_cases
 from suites.runnable import resolve_device
 
 DEVICE = pytest.StashKey[str]()
@@ -78,6 +80,9 @@ def pytest_generate_tests(metafunc):
             pytest.param(c, id=c.id, marks=pytest.mark.xdist_group("kernel-" + "-".join(map(str, c.compile_key))))
             for c in cases
         ])
+    if "suite_edit" in metafunc.fixturenames:
+        edits = rejection_cases(metafunc.config.getoption("suite"))
+        metafunc.parametrize("suite_edit", edits, ids=[c.id for c in edits])
 
 
 @pytest.fixture(scope="session")

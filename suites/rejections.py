@@ -13,7 +13,10 @@ A ``RejectionCase`` is one edit applied to one small base input; ``check_rejecti
 it, as ``suites.check.check_case`` runs a ``Case``.
 """
 
+import math
+import os
 import sys
+import tempfile
 import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
@@ -57,6 +60,8 @@ class InputEdit:
     quotes: str = ""  # text the message must hold: where several values are bad, the first
     # accepted, and too large to compute here: only the launch is planned (validation and tuning)
     planned_only: bool = False
+    # minutes on the CPU interpreter: run by the nightly sweep (exhaustive), not by curated
+    nightly: bool = False
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -127,6 +132,41 @@ def _out_rows_past_int32_elements(inputs: OpInputs) -> Call:
     out = backing.as_strided((rows, inputs.max_model_len), (stride, 1))
     out.fill_(SENTINEL)
     return Call(inputs, {"out": out})
+
+
+def _q_past_int32_elements(inputs: OpInputs) -> Call:
+    """A batch so long that its last sequence's query rows start past 2**31 elements of q
+    (a 2 GiB q): every sequence but the last repeats the base's first, the last is the base's
+    last. Query row offsets computed in int32 wrap there."""
+    batch, next_n, heads, head_dim = inputs.q.shape
+    repeats = INT32_LIMIT // (next_n * heads * head_dim) + 1
+
+    def stretched(tensor: torch.Tensor, rows_per_sequence: int = 1) -> torch.Tensor:
+        first, last = tensor[:rows_per_sequence], tensor[-rows_per_sequence:]
+        return torch.cat([first.expand(repeats, *first.shape[1:]) if rows_per_sequence == 1
+                          else first.repeat(repeats, *[1] * (first.dim() - 1)), last])
+
+    edited = replace(inputs, q=stretched(inputs.q), weights=stretched(inputs.weights, next_n),
+                     context_lens=stretched(inputs.context_lens), block_table=stretched(inputs.block_table),
+                     next_n_lens=None if inputs.next_n_lens is None else stretched(inputs.next_n_lens))
+    return Call(edited, {"out": caller_out(edited)})
+
+
+def _pool_past_int32_blocks(inputs: OpInputs) -> Call:
+    """A pool of 2**31 + 1 blocks (77 GB at D = 32, KVB = 1), the last sequence's last used
+    entry the largest int32 block id: block ids compared in int32 against the pool's size
+    wrap. The pool is a sparse file mapped into memory, on the CPU whatever the suite's
+    device: only the launch is planned, and planning runs the same host code on any device."""
+    on_cpu = inputs.to("cpu")
+    blocks = INT32_LIMIT + 1
+    block_shape = on_cpu.kv_cache.shape[1:]
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "pool")
+        pool = torch.from_file(path, shared=True, size=blocks * math.prod(block_shape), dtype=torch.uint8)
+    table = on_cpu.block_table.clone()
+    last = _batch(on_cpu) - 1
+    table[last, _used_blocks(on_cpu, last) - 1] = INT32_LIMIT - 1
+    return Call(replace(on_cpu, kv_cache=pool.view(blocks, *block_shape), block_table=table), {"out": None})
 
 
 def _one_sequence_of_wide_blocks(inputs: OpInputs) -> bool:
@@ -402,6 +442,10 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
+    InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
+              bases=("wide-rows",)),
+    InputEdit("kv_cache-past-int32-blocks", "", None, _pool_past_int32_blocks, planned_only=True,
+              bases=("smallest",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
     _out_of_range("context_lens-below-next-n", "context_lens",
                   _context(lambda i, b: _live_rows(i, b) - 1), bases=("small", "small-uniform")),
@@ -515,6 +559,9 @@ BASES = {
     "one-sequence-kvb64": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=64, preshuffle=False,
                                context_lens=[100], max_model_len=128, next_n_lens=None),
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
+    # the widest query rows the contract names (next_n 8, H 64, D 128): 64 KiB of q per sequence
+    "wide-rows": dict(batch=2, next_n=8, heads=64, head_dim=128, kv_block=16, preshuffle=False, context_lens=[3, 40],
+                      max_model_len=48, next_n_lens=[1, 8]),
     # every size at the least the contract allows: one sequence of one token, one block
     "smallest": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=1, preshuffle=False, context_lens=[1],
                      max_model_len=1, next_n_lens=[1], spare_blocks_per_row=0),
@@ -549,8 +596,10 @@ class RejectionCase:
         return make_inputs(**BASES[self.base], seed=self.seed)
 
 
-def rejection_cases() -> list[RejectionCase]:
-    return [RejectionCase(edit.name, base) for edit in EDITS.values() for base in edit.bases]
+def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
+    """The edits of ``suite``: every edit, the nightly ones only in exhaustive."""
+    return [RejectionCase(edit.name, base) for edit in EDITS.values() for base in edit.bases
+            if not edit.nightly or suite == "exhaustive"]
 
 
 def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu") -> None:

@@ -44,7 +44,7 @@ def suite_cases(name: str) -> list:
     """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits and
     the launcher's defaults."""
     cases = suite(name)
-    return cases + rejection_cases() + defaults_cases() if name in SUITES_WITH_EDITS else cases
+    return cases + rejection_cases(name) + defaults_cases() if name in SUITES_WITH_EDITS else cases
 
 
 def to_dict(case) -> dict:

@@ -17,16 +17,19 @@ def _ids(cases):
     return [c.id for c in cases]
 
 
-@pytest.mark.parametrize("rejection", CASES, ids=_ids(CASES))
-def test_contract(rejection, device):
-    check(rejection, fp8_paged_mqa_logits, device)
+def test_contract(suite_edit, device):
+    """Every edit of the selected suite (the plugin parametrizes it: the nightly edits run
+    under --suite exhaustive)."""
+    check(suite_edit, fp8_paged_mqa_logits, device)
 
 
 def test_cases_are_records():
     assert len(set(_ids(CASES))) == len(CASES)
     assert all(type(c)(**c.as_dict()) == c for c in CASES)
     assert _ids(rejection_cases()) == _ids(CASES)
-    assert {c.edit for c in CASES} == set(EDITS)
+    assert {c.edit for c in rejection_cases("exhaustive")} == set(EDITS)
+    nightly = {e.name for e in EDITS.values() if e.nightly}
+    assert nightly and not nightly & {c.edit for c in CASES}
 
 
 def test_an_edit_off_its_base_is_refused(device):
