@@ -8,7 +8,10 @@ Order of a run:
    recorded without running a case, when a classifier is given. Host mutants change the
    launch, not the kernel's code: they always run cases.
 3. Every other mutant runs in a worker, side by side, until its first failing case (or every
-   case, for the kill matrix). A hang is killed at its case's timeout; a worker that dies
+   case, for the kill matrix). Its cases are dealt out in shares of ``SHARE_CASES``: while
+   mutants wait, each worker takes a mutant of its own; once none waits, idle workers take
+   shares of the mutants still running, so a survivor's cases (it runs them all) spread over
+   every worker instead of one. A hang is killed at its case's timeout; a worker that dies
    (signal, abort) or leaves the device unusable is replaced. A worker lost to a signal or an
    exit is retried in a fresh worker (twice at most), since an outside cause (the OOM killer)
    looks the same; only a loss that repeats is the mutant's own crash. Each result is
@@ -55,6 +58,9 @@ FLAKE_SAMPLE = 6
 WORKER_RETRIES = 2  # fresh workers a task gets after losing one, before the loss is its outcome
 START_ATTEMPTS = 3  # workers in a row that may die before they are ready
 OVERLAY_PREFIX = "kmut-overlays-"
+# the cases of a mutant one worker takes at a time: a mutant most often falls to one of its
+# first few cases; a survivor's rest goes out in shares to the workers that are idle
+SHARE_CASES = 8
 
 
 class BaselineError(RuntimeError):
@@ -68,6 +74,9 @@ class _Task:
     cases: list[int]  # indices into the run's case list
     stop_at_first_failure: bool
     sabotage: bool = False
+    # dealt out in shares to several workers; else one worker runs every case (a baseline
+    # task: one compiled kernel's cases, kept on one worker)
+    shared: bool = False
 
 
 @dataclass
@@ -89,15 +98,25 @@ class _Progress:
 
     task: _Task
     results: dict[int, CaseRecord] = field(default_factory=dict)
-    current: int | None = None
-    deadline: float = float("inf")
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     losses: dict[int, list[str]] = field(default_factory=dict)  # case -> how each worker was lost on it
     retries: int = 0
+    assigned: set[int] = field(default_factory=set)  # cases sent to a worker, not yet answered
+    holders: int = 0  # workers running a share of it
 
     def remaining(self) -> list[int]:
         return [i for i in self.task.cases if i not in self.results]
+
+    def unassigned(self) -> list[int]:
+        """Cases no worker has answered or holds, in the task's order."""
+        return [i for i in self.task.cases if i not in self.results and i not in self.assigned]
+
+    def decided(self) -> bool:
+        """No case is left to deal out: a first-kill task has a case that did not pass, or
+        every case is answered or held."""
+        stopped = self.task.stop_at_first_failure and any(r.result != PASS for r in self.results.values())
+        return stopped or not self.unassigned()
 
     @property
     def seconds(self) -> float:
@@ -121,13 +140,25 @@ class _Worker:
         child.close()
         self.ready = False
         self.progress: _Progress | None = None
-        self.cases: list[int] = []  # the case indices of the task sent, in the order sent
+        self.cases: list[int] = []  # the case indices of the share sent, in the order sent
+        self.current: int | None = None  # the case it runs now
+        self.deadline = float("inf")
 
-    def assign(self, progress: _Progress, case_dicts: list[dict]) -> None:
+    def assign(self, progress: _Progress, case_dicts: list[dict], cases: list[int]) -> None:
         self.progress = progress
-        self.cases = progress.remaining()
+        self.cases = list(cases)
+        progress.assigned.update(cases)
+        progress.holders += 1
         if self.ready:
             self._send(case_dicts)
+
+    def release(self) -> _Progress:
+        """The share ends: its unanswered cases go back to the task; returns the task's progress."""
+        progress = self.progress
+        progress.assigned.difference_update(self.cases)
+        progress.holders -= 1
+        self.progress, self.current, self.deadline = None, None, float("inf")
+        return progress
 
     def became_ready(self, case_dicts: list[dict]) -> None:
         self.ready = True
@@ -441,7 +472,7 @@ class Runner:
             results.append(result)
 
         order = self.cheapest_first()
-        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix) for m in pending]
+        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True) for m in pending]
         history = KillHistory()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
@@ -629,29 +660,39 @@ class _Scheduler:
     def _busy(self) -> list[_Worker]:
         return [w for w in self.workers if w.progress]
 
+    def _next_task(self) -> _Progress:
+        """The queued task a free worker takes a share of: the first that no worker holds,
+        else the one with the most cases left to deal out."""
+        waiting = next((p for p in self.queue if not p.holders), None)
+        return waiting or max(self.queue, key=lambda p: len(p.unassigned()))
+
     def _assign_tasks(self) -> None:
         while self.queue and len(self._busy()) < self.runner.jobs:
             worker = next((w for w in self.workers if not w.progress), None)
             if worker is None:
                 worker = self.runner._start_worker([w.device for w in self.workers])
                 self.workers.append(worker)
-            progress = self.queue.pop(0)
+            progress = self._next_task()
             task = progress.task
             mutant = self.mutants.get(task.mutant_id) if self.mutants is not None else None
-            self.history.order(progress, mutant, self.runner.case_seconds_by_index)
+            if not progress.holders and not progress.results:
+                self.history.order(progress, mutant, self.runner.case_seconds_by_index)
             if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
-            worker.assign(progress, self.runner.case_dicts)
+            cases = progress.unassigned()
+            worker.assign(progress, self.runner.case_dicts, cases[:SHARE_CASES] if task.shared else cases)
+            if not progress.unassigned():
+                self.queue.remove(progress)
 
     def _step(self) -> None:
         busy = self._busy()
-        deadline = min(w.progress.deadline for w in busy)
+        deadline = min(w.deadline for w in busy)
         wait_for = None if deadline == float("inf") else max(0.0, deadline - time.monotonic())
         ready = wait([w.conn for w in busy], timeout=wait_for)
         for worker in busy:
             if worker.conn in ready:
                 self._receive(worker)
-            elif time.monotonic() >= worker.progress.deadline:
+            elif time.monotonic() >= worker.deadline:
                 self._hung(worker)
 
     def _receive(self, worker: _Worker) -> None:
@@ -665,67 +706,76 @@ class _Scheduler:
             self.failed_starts = 0
             worker.became_ready(self.runner.case_dicts)
         elif message[0] == "start":
-            progress.current = worker.cases[message[1]]
-            progress.deadline = time.monotonic() + self.runner.timeout_for(progress.current)
+            worker.current = worker.cases[message[1]]
+            worker.deadline = time.monotonic() + self.runner.timeout_for(worker.current)
         elif message[0] == "case":
             _, index, result, text, seconds = message
-            progress.results[worker.cases[index]] = CaseRecord(result, text, seconds)
-            progress.current, progress.deadline = None, float("inf")
+            progress.results.setdefault(worker.cases[index], CaseRecord(result, text, seconds))
+            worker.current, worker.deadline = None, float("inf")
             if self.per_case:
                 self._report()
         elif message[0] == "done":
-            worker.progress = None
-            if message[1]:
-                self._finish(progress)
-            else:  # the device faulted: the worker goes, any cases left go on in a fresh one
-                self._retire(worker)
-                self._finish_or_continue(progress)
+            worker.release()
+            if not message[1]:  # the device faulted: the worker goes, any cases left go on in a fresh one
+                self._discard(worker)
+            self._settle(progress)
 
     def _hung(self, worker: _Worker) -> None:
-        progress = worker.progress
-        self._retire(worker)
-        seconds = self.runner.timeout_for(progress.current)
-        progress.results[progress.current] = CaseRecord(TIMEOUT, f"no answer within {seconds:.0f} s")
-        self._finish_or_continue(progress)
+        case = worker.current
+        progress = self._retire(worker)
+        seconds = self.runner.timeout_for(case)
+        progress.results[case] = CaseRecord(TIMEOUT, f"no answer within {seconds:.0f} s")
+        self._settle(progress)
 
     def _lost(self, worker: _Worker) -> None:
         """The worker's process ended: start over where it was, or record the case as crashed."""
-        progress = worker.progress
         reason = worker.end_reason()
+        case = worker.current
+        progress = worker.progress
+        unanswered = [i for i in worker.cases if i not in progress.results]
         self._retire(worker)
         if not worker.ready:
             self.failed_starts += 1
             if self.failed_starts >= START_ATTEMPTS:
                 raise WorkerStartError(f"{self.failed_starts} worker processes in a row ended before they were"
                                        f" ready (the last {reason})")
-            self.queue.insert(0, progress)
+            self._settle(progress)
             return
-        remaining = progress.remaining()
-        if not remaining:  # lost after its last case: nothing is missing
-            self._finish(progress)
+        if not unanswered:  # lost after the last case of its share: nothing is missing
+            self._settle(progress)
             return
-        case = progress.current if progress.current is not None else remaining[0]
+        case = case if case is not None else unanswered[0]
         reasons = progress.losses.setdefault(case, [])
         reasons.append(reason)
-        progress.current, progress.deadline = None, float("inf")
         if progress.retries < WORKER_RETRIES:
             progress.retries += 1
-            self.queue.insert(0, progress)
-            return
-        progress.results[case] = CaseRecord(ERROR, _loss_detail(reasons), worker_lost=True)
-        self._finish_or_continue(progress)
+        else:
+            progress.results[case] = CaseRecord(ERROR, _loss_detail(reasons), worker_lost=True)
+        self._settle(progress)
 
-    def _retire(self, worker: _Worker) -> None:
-        worker.progress = None
+    def _retire(self, worker: _Worker) -> _Progress:
+        """The worker goes (killed); its share's unanswered cases go back to its task."""
+        progress = worker.release()
+        self._discard(worker)
+        return progress
+
+    def _discard(self, worker: _Worker) -> None:
         self.workers.remove(worker)
         worker.kill()
 
-    def _finish_or_continue(self, progress: _Progress) -> None:
-        """After a recorded hang, crash or fault: in matrix mode the cases left go on in a fresh worker."""
-        progress.current, progress.deadline = None, float("inf")
-        if progress.remaining() and not progress.task.stop_at_first_failure:
-            self.queue.insert(0, progress)
-        else:
+    def _settle(self, progress: _Progress) -> None:
+        """After a share ends (answered, hung, lost or faulted): the task waits for a worker
+        while it has cases to deal out, and finishes once decided and no worker holds it.
+        In matrix mode the cases after a hang or crash go on in a fresh worker."""
+        if progress.finished is not None:
+            return
+        if not progress.decided():
+            if progress not in self.queue:
+                self.queue.insert(0, progress)
+            return
+        if progress in self.queue:
+            self.queue.remove(progress)
+        if not progress.holders:
             self._finish(progress)
 
     def _finish(self, progress: _Progress) -> None:

@@ -6,6 +6,9 @@ directory that holds a full copy of the op's package with one file mutated; the 
 every module of that package it has imported and imports the op afresh from there, so the
 source tree is never the place a mutant lives.
 
+A task is a share of one mutant's cases; consecutive shares of the same overlay reuse the
+op already imported from it.
+
 Messages to the parent, over a pipe:
     ("ready",)
     ("start", case_index)
@@ -134,17 +137,21 @@ def _serve(conn, device: str, op: str) -> None:
     from suites.runnable import check, from_dict
 
     conn.send(("ready",))
+    loaded = None  # (overlay, op): the shares of one mutant reuse its import and its compiled kernels
     while True:
         task = conn.recv()
         if task is None:
             return
         overlay, case_dicts, stop_at_first_failure, sabotage = task
-        try:
-            run_op = load_op(overlay, op)
-        except Exception as error:
-            conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
-            conn.send(("done", True))
-            continue
+        if loaded is None or loaded[0] != overlay:
+            try:
+                loaded = (overlay, load_op(overlay, op))
+            except Exception as error:
+                loaded = None
+                conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
+                conn.send(("done", True))
+                continue
+        run_op = loaded[1]
         if sabotage:
             run_op = _sabotaged(run_op)
         faulted = False

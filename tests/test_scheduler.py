@@ -1,0 +1,88 @@
+"""How the scheduler deals a mutant's cases out to workers, with workers that answer from a
+thread (no torch, no processes): each takes a mutant of its own while mutants wait, idle
+ones take shares of a survivor, every case is answered once, and a kill ends the mutant."""
+
+import threading
+from multiprocessing import Pipe
+from types import SimpleNamespace
+
+from mutants.runner import SHARE_CASES, _Scheduler, _Task, _Worker
+from mutants.worker import FAIL, PASS
+
+
+class _ThreadWorker(_Worker):
+    """A worker whose cases pass, except those named in ``failing``; it logs who ran what."""
+
+    def __init__(self, name: str, log: list, failing: set[str]):
+        self.device, self.name = "cpu", name
+        self.conn, child = Pipe()
+        self.ready, self.progress, self.cases, self.current, self.deadline = False, None, [], None, float("inf")
+        self.thread = threading.Thread(target=self._serve, args=(child, log, failing), daemon=True)
+        self.thread.start()
+
+    def _serve(self, conn, log, failing):
+        conn.send(("ready",))
+        while (task := conn.recv()) is not None:
+            overlay, case_dicts, stop_at_first_failure, _ = task
+            for index, case in enumerate(case_dicts):
+                conn.send(("start", index))
+                log.append((self.name, overlay, case["id"]))
+                result = FAIL if case["id"] in failing else PASS
+                conn.send(("case", index, result, "", 0.001))
+                if result != PASS and stop_at_first_failure:
+                    break
+            conn.send(("done", True))
+
+    def stop(self):
+        self.conn.send(None)
+        self.thread.join(5)
+
+    kill = stop
+
+
+def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset()):
+    log, workers = [], []
+
+    def start_worker(taken):
+        workers.append(_ThreadWorker(f"w{len(workers)}", log, set(failing)))
+        return workers[-1]
+
+    runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
+                             timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0,
+                             _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
+                             _report=lambda *a: None)
+    finished = _Scheduler(runner, tasks, label="").run()
+    return finished, log
+
+
+def test_a_survivors_cases_spread_over_every_idle_worker_and_each_runs_once():
+    finished, log = _run([_Task("survivor", "o1", list(range(60)), True, shared=True)], jobs=4, cases=60)
+    (progress,) = finished
+    assert sorted(progress.results) == list(range(60))
+    assert all(r.result == PASS for r in progress.results.values())
+    assert sorted(case for _, _, case in log) == sorted(f"c{i}" for i in range(60)), "a case ran twice or never"
+    assert len({name for name, _, _ in log}) == 4, "idle workers did not take shares of the survivor"
+    assert progress.holders == 0 and not progress.assigned
+
+
+def test_while_mutants_wait_each_worker_takes_a_mutant_of_its_own():
+    tasks = [_Task(f"m{k}", f"o{k}", list(range(SHARE_CASES)), True, shared=True) for k in range(2)]
+    finished, log = _run(tasks, jobs=2, cases=SHARE_CASES)
+    assert len(finished) == 2
+    runners_of = {overlay: {name for name, o, _ in log if o == overlay} for overlay in ("o0", "o1")}
+    assert all(len(names) == 1 for names in runners_of.values()), runners_of
+    assert runners_of["o0"] != runners_of["o1"]
+
+
+def test_a_kill_ends_the_mutant_and_no_case_after_it_is_dealt_out():
+    finished, log = _run([_Task("killed", "o1", list(range(40)), True, shared=True)], jobs=1, cases=40,
+                         failing={"c2"})
+    (progress,) = finished
+    assert progress.results[2].result == FAIL
+    assert [case for _, _, case in log] == ["c0", "c1", "c2"]
+
+
+def test_a_baseline_task_stays_on_one_worker():
+    finished, log = _run([_Task("<baseline>", "orig", list(range(30)), False)], jobs=3, cases=30)
+    assert len(finished[0].results) == 30
+    assert len({name for name, _, _ in log}) == 1
