@@ -38,6 +38,14 @@ caller), each serving one source after another: there ``TRITON_INTERPRET=0`` is 
 triton is imported, and an LLVM abort, a segfault or a timeout is an outcome of the source
 being compiled (the process is replaced), not an exception here.
 
+Front end first: before compiling a source for a target, its compiler process takes the
+Triton IR the front end emits (before any pass, without locations) and looks it up in a memo
+beside the compile cache; the machine code after the front end is a function of that IR and
+the options, so a source whose IR another source already had (a constexpr expression that
+folds to the same value, a comment, a renamed local) takes that source's digest without a
+compile. Mutants that match the original on every target, the expensive ones to prove, are
+often such sources.
+
 Compile once: a kernel is compiled exactly as Triton's JIT would compile it at launch (the
 same specialization, attributes and options, through the JIT's own argument packing), into
 Triton's cache under the compile cache (``triton_cache``). Workers that run cases on a GPU
@@ -73,6 +81,8 @@ GPU_TARGET = ("cuda", 90, 32)
 # its cache on this variable, so the workers that share the cache set it too.
 CODE_ENV = {"TRITON_DISABLE_LINE_INFO": "1"}
 COMPILER_ENV = {"TRITON_INTERPRET": "0", **CODE_ENV}
+# where compiler processes record the machine code each front-end IR gave (``_front_end_key``)
+FRONT_END_MEMO_ENV = "KMUT_FRONT_END_MEMO"
 # signals a compiler dies of by itself (an LLVM abort, a segfault), so the same source
 # dies again: unlike a SIGKILL from outside, such a death is cached
 COMPILER_CRASHES = {signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
@@ -434,8 +444,10 @@ class _Compiler:
             raise CompilesStopped("no new compile: the run was interrupted")
         env = {**os.environ, **COMPILER_ENV}
         env.pop("TRITON_CACHE_DIR", None)
+        env.pop(FRONT_END_MEMO_ENV, None)
         if self.triton_cache is not None:
             env["TRITON_CACHE_DIR"] = str(self.triton_cache)
+            env[FRONT_END_MEMO_ENV] = str(self.triton_cache.parent / "front-end")
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
@@ -849,8 +861,58 @@ def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
     )
     if not kernels:
         raise LookupError(f"no @triton.jit kernel with parameters {sorted(wanted)}")
+    memo = os.environ.get(FRONT_END_MEMO_ENV)
+    entry = Path(memo) / _front_end_key(kernels, target, module.__name__) if memo else None
+    if entry is not None and entry.exists():
+        return entry.read_text()
     normalized = "".join(_normalized_sass(_compile(fn, target), fn.__name__, workdir) for fn in kernels)
-    return hashlib.sha256(normalized.encode()).hexdigest()
+    digest = hashlib.sha256(normalized.encode()).hexdigest()
+    if entry is not None:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(digest)
+        partial.replace(entry)
+    return digest
+
+
+def _front_end_key(kernels, target: CompileTarget, module_name: str) -> str:
+    """A name for what the front end makes of ``kernels`` for ``target``: their Triton IR before
+    any pass, without source locations, the module's own name replaced. Everything after the
+    front end is a function of that IR, the options and the GPU, so two sources with the same
+    key compile to the same machine code, and the second need not be compiled at all."""
+    import triton
+
+    parts = [str(CACHE_FORMAT), triton.__version__, target.key]
+    for fn in kernels:
+        ir_text, options = _front_end_ir(fn, target)
+        parts += [repr(sorted(options.items())), ir_text.replace(module_name, "<module>")]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _front_end_ir(fn, target: CompileTarget) -> tuple[str, dict]:
+    """(Triton IR as the front end emits it for ``target``, without locations; the options)."""
+    import inspect
+
+    from triton._C.libtriton import ir
+    from triton.compiler import make_backend
+
+    source, options, gpu = jit_source(fn, target)
+    backend = make_backend(gpu)
+    parsed = backend.parse_options(dict(options, **source.parse_options()))
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    arguments = [parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(), context]
+    if "target" in inspect.signature(source.make_ir).parameters:
+        arguments.insert(0, gpu)
+    module = source.make_ir(*arguments)
+    text = module.str_nodebug() if hasattr(module, "str_nodebug") else _without_locations(module.str())
+    return text, options
+
+
+def _without_locations(text: str) -> str:
+    lines = [line for line in text.splitlines() if not line.startswith("#loc")]
+    return "\n".join(re.sub(r" loc\(#loc\d*\)", "", line) for line in lines)
 
 
 def _compile(fn, target: CompileTarget) -> bytes:

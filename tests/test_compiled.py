@@ -302,3 +302,21 @@ def test_an_interrupt_ends_running_compiles_at_once_and_refuses_new_ones(monkeyp
     compiled._Compiler.stopping.clear()
     time.sleep(0.5)
     assert not compiled._Compiler.running
+
+
+def _cubins(cache_dir: Path) -> int:
+    return len(list((cache_dir / "triton").rglob("*.cubin")))
+
+
+def test_a_source_whose_front_end_ir_is_the_originals_is_not_compiled_again(targets, tmp_path):
+    (original,) = compile_source(KERNEL_SOURCE, targets, cache_dir=tmp_path)
+    compiled_once = _cubins(tmp_path)
+    # a comment and a renamed local: new text (a new cache key for Triton), the same IR
+    same_ir = mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = tl.program_id(1)  # the split")
+    same_ir = same_ir.replace("context_tiles", "tiles_of_context")
+    (echo,) = compile_source(same_ir, targets, cache_dir=tmp_path)
+    assert echo.ok and echo.digest == original.digest
+    assert _cubins(tmp_path) == compiled_once, "a source with the original's IR was compiled again"
+    (different,) = compile_source(causal_off_by_one(KERNEL_SOURCE), targets, cache_dir=tmp_path)
+    assert different.ok and different.digest != original.digest
+    assert _cubins(tmp_path) == compiled_once + 1
