@@ -861,8 +861,7 @@ def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
     )
     if not kernels:
         raise LookupError(f"no @triton.jit kernel with parameters {sorted(wanted)}")
-    memo = os.environ.get(FRONT_END_MEMO_ENV)
-    entry = Path(memo) / _front_end_key(kernels, target, module.__name__) if memo else None
+    entry = _memo_entry(kernels, target, module.__name__)
     if entry is not None and entry.exists():
         return entry.read_text()
     normalized = "".join(_normalized_sass(_compile(fn, target), fn.__name__, workdir) for fn in kernels)
@@ -873,6 +872,18 @@ def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
         partial.write_text(digest)
         partial.replace(entry)
     return digest
+
+
+def _memo_entry(kernels, target: CompileTarget, module_name: str) -> Path | None:
+    """The memo file for this source's front-end IR; None without a memo, or when the front
+    end cannot be run apart (a Triton whose API differs): then the source is compiled."""
+    memo = os.environ.get(FRONT_END_MEMO_ENV)
+    if not memo:
+        return None
+    try:
+        return Path(memo) / _front_end_key(kernels, target, module_name)
+    except Exception:  # noqa: BLE001  (the full compile that follows reports any real error)
+        return None
 
 
 def _front_end_key(kernels, target: CompileTarget, module_name: str) -> str:

@@ -320,3 +320,10 @@ def test_a_source_whose_front_end_ir_is_the_originals_is_not_compiled_again(targ
     (different,) = compile_source(causal_off_by_one(KERNEL_SOURCE), targets, cache_dir=tmp_path)
     assert different.ok and different.digest != original.digest
     assert _cubins(tmp_path) == compiled_once + 1
+
+
+def test_a_front_end_that_cannot_run_apart_leaves_the_source_to_a_full_compile(targets, tmp_path, monkeypatch):
+    monkeypatch.setenv(compiled.FRONT_END_MEMO_ENV, str(tmp_path))
+    assert compiled._memo_entry([object()], targets[0], "module") is None
+    monkeypatch.delenv(compiled.FRONT_END_MEMO_ENV)
+    assert compiled._memo_entry([object()], targets[0], "module") is None
