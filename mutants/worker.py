@@ -22,6 +22,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 
 from mutants.outcomes import CaseResult
 
@@ -124,6 +125,9 @@ def _healthy(device: str) -> bool:
 def worker_main(conn, device: str, op: str, environment: dict[str, str] | None = None) -> None:
     # Ctrl-C reaches the whole process group; the parent ends its workers itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a mutant's warnings (a SyntaxWarning on its source, the interpreter's numpy overflows)
+    # decide nothing and would bury the run's progress display
+    warnings.simplefilter("ignore")
     device = configure_environment(device, environment)
     import torch  # noqa: F401  (the expensive import, once per worker)
 

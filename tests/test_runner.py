@@ -533,3 +533,33 @@ def test_a_worker_whose_parent_is_gone_ends_quietly(capfd):
     worker.join(120)
     assert worker.exitcode == 0
     assert "Traceback" not in capfd.readouterr().err
+
+
+NOISY_OP = '''import warnings
+warnings.warn("a mutant's source warns on import", SyntaxWarning)
+
+
+def op(*args, **kwargs):
+    warnings.warn("and again when it runs", RuntimeWarning)
+    raise TypeError("block_size: not a keyword of this op")
+'''
+
+
+def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
+    """Warnings decide nothing; printed by sixteen workers they would bury the progress display."""
+    (tmp_path / "noisy").mkdir()
+    (tmp_path / "noisy" / "__init__.py").write_text("")
+    (tmp_path / "noisy" / "op.py").write_text(NOISY_OP)
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    worker = context.Process(target=worker_main, args=(child, "cpu", "noisy.op:op"))
+    worker.start()
+    child.close()
+    case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
+    assert parent.recv() == ("ready",)
+    parent.send((str(tmp_path), [case], True, False))
+    messages = [parent.recv() for _ in range(3)]
+    parent.send(None)
+    worker.join(60)
+    assert messages[1][:3] == ("case", 0, "pass") and messages[2] == ("done", True)
+    assert "warn" not in capfd.readouterr().err
