@@ -235,6 +235,7 @@ class Runner:
         # mutant id -> the compile target where classification found its code to differ
         self.differs_at: dict[str, str] = {}
         self._case_target_keys: list[tuple[str, ...]] | None = None
+        self._case_compile_keys: list[tuple] | None = None
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
         self.space = target.compile_space()
         # False where no device here runs the target's code: its mutants are only compiled
@@ -305,6 +306,7 @@ class Runner:
         self.cases += cases
         self.case_dicts += [to_dict(c) for c in cases]
         self.case_ids += [c.id for c in cases]
+        self._case_target_keys = self._case_compile_keys = None
         return list(range(start, len(self.cases)))
 
     def baseline_cases(self, indices: list[int]) -> dict[int, CaseRecord]:
@@ -500,6 +502,12 @@ class Runner:
                                       for targets in case_targets(self.cases, device=self.device)]
         return self._case_target_keys
 
+    def case_compile_keys(self) -> list[tuple]:
+        """Per case, the kernel configuration it compiles (its suite's compile key)."""
+        if self._case_compile_keys is None:
+            self._case_compile_keys = [case.compile_key for case in self.cases]
+        return self._case_compile_keys
+
     def cheapest_first(self) -> list[int]:
         """Case indices by the baseline's time per case, fastest first (suite order on ties):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
@@ -679,10 +687,23 @@ class _Scheduler:
                 self.history.order(progress, mutant, self.runner.case_seconds_by_index)
             if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
-            cases = progress.unassigned()
-            worker.assign(progress, self.runner.case_dicts, cases[:SHARE_CASES] if task.shared else cases)
+            worker.assign(progress, self.runner.case_dicts, self._share(progress))
             if not progress.unassigned():
                 self.queue.remove(progress)
+
+    def _share(self, progress: _Progress) -> list[int]:
+        """The cases a worker takes of ``progress``: all of an unshared task; of a shared one,
+        the first ``SHARE_CASES`` in order while it has not run a case (its likely killers),
+        later the next case and those that compile the same kernel, so that a survivor's
+        configurations are each loaded by few workers."""
+        cases = progress.unassigned()
+        if not progress.task.shared:
+            return cases
+        if not progress.results and not progress.holders:
+            return cases[:SHARE_CASES]
+        keys = self.runner.case_compile_keys()
+        lead = keys[cases[0]]
+        return sorted(cases, key=lambda i: keys[i] != lead)[:SHARE_CASES]
 
     def _step(self) -> None:
         busy = self._busy()

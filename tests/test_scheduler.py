@@ -40,7 +40,7 @@ class _ThreadWorker(_Worker):
     kill = stop
 
 
-def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset()):
+def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1):
     log, workers = [], []
 
     def start_worker(taken):
@@ -50,7 +50,7 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
                              timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0,
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
-                             _report=lambda *a: None)
+                             _report=lambda *a: None, case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
     finished = _Scheduler(runner, tasks, label="").run()
     return finished, log
 
@@ -86,3 +86,17 @@ def test_a_baseline_task_stays_on_one_worker():
     finished, log = _run([_Task("<baseline>", "orig", list(range(30)), False)], jobs=3, cases=30)
     assert len(finished[0].results) == 30
     assert len({name for name, _, _ in log}) == 1
+
+
+def test_after_its_first_share_a_survivor_is_dealt_out_by_kernel():
+    """Cases 0, 3, 6, ... compile one kernel, 1, 4, 7, ... another: past the first share (the
+    likely killers, in order), a share holds the next case's kernel's cases first, so the
+    kernel changes about once a share, not at every case as in the suite's order."""
+    finished, log = _run([_Task("survivor", "o1", list(range(48)), True, shared=True)], jobs=1, cases=48,
+                         kernels=3)
+    order = [int(case[1:]) for _, _, case in log]
+    first, rest = order[:SHARE_CASES], order[SHARE_CASES:]
+    assert first == list(range(SHARE_CASES))
+    changes = sum(a % 3 != b % 3 for a, b in zip(rest, rest[1:]))
+    assert sorted(rest) == list(range(SHARE_CASES, 48))
+    assert changes <= len(rest) // SHARE_CASES + 3, rest
