@@ -75,7 +75,8 @@ def check(case, op, device: str | torch.device) -> None:
 def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, dict]]:
     """The inputs and keywords, on ``device``, of every launch ``check`` makes for ``case``
     (a pool past 2 GiB replaced by a compact one: it moves the used blocks, not the compiled
-    kernel); none when the op must reject the inputs before launching anything."""
+    kernel); none when the op must reject the inputs before launching anything, or when the
+    edit's launch is only planned."""
     if isinstance(case, Case):
         inputs = build_inputs(replace(case, pool="compact")).to(device)
         rows, columns = inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len
@@ -87,7 +88,7 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
     if isinstance(case, DefaultsCase):
         return []
     edit = EDITS[case.edit]
-    if edit.error is not None:
+    if edit.error is not None or edit.planned_only:
         return []
     inputs, keywords = edited_call(edit, case.base_inputs().to(device))
     return [(inputs, keywords)]
