@@ -105,9 +105,6 @@ class _Progress:
     assigned: set[int] = field(default_factory=set)  # cases sent to a worker, not yet answered
     holders: int = 0  # workers running a share of it
 
-    def remaining(self) -> list[int]:
-        return [i for i in self.task.cases if i not in self.results]
-
     def unassigned(self) -> list[int]:
         """Cases no worker has answered or holds, in the task's order."""
         return [i for i in self.task.cases if i not in self.results and i not in self.assigned]
