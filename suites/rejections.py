@@ -143,8 +143,7 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
 
     def stretched(tensor: torch.Tensor, rows_per_sequence: int = 1) -> torch.Tensor:
         first, last = tensor[:rows_per_sequence], tensor[-rows_per_sequence:]
-        return torch.cat([first.expand(repeats, *first.shape[1:]) if rows_per_sequence == 1
-                          else first.repeat(repeats, *[1] * (first.dim() - 1)), last])
+        return torch.cat([first.repeat(repeats, *[1] * (first.dim() - 1)), last])
 
     edited = replace(inputs, q=stretched(inputs.q), weights=stretched(inputs.weights, next_n),
                      context_lens=stretched(inputs.context_lens), block_table=stretched(inputs.block_table),
@@ -167,6 +166,11 @@ def _pool_past_int32_blocks(inputs: OpInputs) -> Call:
     last = _batch(on_cpu) - 1
     table[last, _used_blocks(on_cpu, last) - 1] = INT32_LIMIT - 1
     return Call(replace(on_cpu, kv_cache=pool.view(blocks, *block_shape), block_table=table), {"out": None})
+
+
+def _small_blocks(inputs: OpInputs) -> bool:
+    """Where a pool of 2**31 blocks stays a sparse file of at most 512 GiB."""
+    return inputs.kv_cache[0].numel() <= 256
 
 
 def _one_sequence_of_wide_blocks(inputs: OpInputs) -> bool:
@@ -444,7 +448,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
               bases=("wide-rows",)),
-    InputEdit("kv_cache-past-int32-blocks", "", None, _pool_past_int32_blocks, planned_only=True,
+    InputEdit("kv_cache-past-int32-blocks", "", None, _pool_past_int32_blocks, _small_blocks, planned_only=True,
               bases=("smallest",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
     _out_of_range("context_lens-below-next-n", "context_lens",

@@ -43,9 +43,7 @@ def _ids(edits: list[InputEdit]) -> list[str]:
 
 # the edits of a pull request's suite: a nightly edit (a 2 GiB q) on drawn inputs would run for hours
 PR_EDITS = [e for e in EDITS.values() if not e.nightly]
-# accepted and computed: a planned-only edit is sized for its base (a pool of 2**31 blocks of
-# the base's block size), on a drawn block size it could pass what a file may hold
-ACCEPTED = [e for e in PR_EDITS if e.error is None and not e.planned_only]
+ACCEPTED = [e for e in PR_EDITS if e.error is None]
 REJECTED = [e for e in PR_EDITS if e.error is not None]
 
 
