@@ -38,6 +38,8 @@ from mutants.walk import DEVICE, HOST
 from mutants.store import default_store_path
 from mutants.target import TARGETS
 
+PROCESS_STARTED = time.monotonic()
+
 SUITE_NAMES = ("curated", "exhaustive", "sample", "smoke")
 
 EXIT_OK, EXIT_BELOW_THRESHOLD, EXIT_USAGE, EXIT_BASELINE, EXIT_CANNOT_RUN = 0, 1, 2, 3, 4
@@ -310,23 +312,37 @@ def _sweep(args, cluster) -> int:
         pools = f" ({jobs} per GPU on {len(runner.devices)})" if cluster is None and device == "cuda" else ""
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
               f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)
+        clock = runner.clock
+        clock.phases["start-up"] = started - PROCESS_STARTED  # torch, Triton, the suite, the mutants
         try:
-            runner.baseline()
+            with clock.phase("baseline"):
+                runner.baseline()
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
         when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
-        classified = runner.classify(mutants, jobs=compile_jobs, progress=progress) if when == "before" else 0
-        executed = len(runner.run(mutants, matrix=args.matrix))
+        classified = 0
+        if when == "before":
+            if cluster is None:
+                runner.prestart()  # the workers start while the classifier compiles
+            with clock.phase("classification"):
+                classified = runner.classify(mutants, jobs=compile_jobs, progress=progress)
+        with clock.phase("mutants"):
+            executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
-            classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
+            with clock.phase("classification"):
+                classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
         if sanitizer:
-            runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
+            with clock.phase("memcheck"):
+                runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
     finally:
         runner.close()
     # after the run, the mutants classified are among those executed: count them once
     store.finish_run(run_id, time.monotonic() - started, executed, classified if when == "before" else 0)
-    return _report(args, store, scope, mutants, cases)
+    with clock.phase("report"):
+        code = _report(args, store, scope, mutants, cases)
+    print(f"kmut: {clock.summary()}", file=sys.stderr)
+    return code
 
 
 def cmd_report(args) -> int:

@@ -91,6 +91,8 @@ ERROR_TAIL_LINES = 4
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # seconds a mutant may spend compiled on the declared space beyond its suite's configurations
 DEFAULT_SPACE_BUDGET = 300.0
+# targets of the declared space per compiler in one step of the equivalence proof beyond the suite
+BEYOND_STEP_PER_COMPILER = 8
 
 # How target keys spell the kernel's constexprs and options, in key order; any other
 # constexpr is appended as NAME<value>.
@@ -562,7 +564,8 @@ def _death(returncode: int, stderr: str) -> str:
 
 def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *,
              beyond=(), beyond_budget: float | None = None, jobs: int = 2, cache_dir: Path | None = None,
-             progress=None, timeout: float = 120.0, backend: Backend | None = None) -> dict[str, Verdict]:
+             progress=None, timeout: float = 120.0, backend: Backend | None = None,
+             beyond_progress=None) -> dict[str, Verdict]:
     """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
 
     ``targets`` are the configurations the suite launches, ``beyond`` the rest of the
@@ -593,14 +596,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     by_source: dict[str, list[str]] = {}
     for mutant_id, source in mutants.items():
         by_source.setdefault(source, []).append(mutant_id)
-    local = threading.local()
-    compilers: list[_Compiler] = []
-
-    def compiler() -> _Compiler:
-        if not hasattr(local, "compiler"):
-            local.compiler = _Compiler(backend, cache_dir)
-            compilers.append(local.compiler)
-        return local.compiler
+    compiler = _ThreadCompilers(backend, cache_dir)
 
     def until_different(source: str) -> list[Compiled]:
         return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
@@ -628,8 +624,7 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
                 outcomes.update(zip(twins, pool.map(one_more, twins)))
                 twins = _agreeing(outcomes, original_code, len(targets))
     finally:
-        for each in compilers:
-            each.close()
+        compiler.close()
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {
@@ -642,72 +637,117 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         beyond = [t for t in (beyond() if callable(beyond) else beyond) if t.key not in suite_keys]
     if candidates and beyond:
         verdicts.update(_judge_beyond(original, {i: mutants[i] for i in candidates}, len(targets),
-                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget, backend))
+                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget, backend,
+                                      beyond_progress))
     return verdicts
 
 
+class _ThreadCompilers:
+    """``compilers()``: the compiler process of the calling thread, started on its first call;
+    ``close()`` ends them all."""
+
+    def __init__(self, backend: Backend, cache_dir: Path | None):
+        self.backend, self.cache_dir = backend, cache_dir
+        self.local = threading.local()
+        self.started: list[_Compiler] = []
+
+    def __call__(self) -> _Compiler:
+        if not hasattr(self.local, "compiler"):
+            self.local.compiler = _Compiler(self.backend, self.cache_dir)
+            self.started.append(self.local.compiler)
+        return self.local.compiler
+
+    def close(self) -> None:
+        for each in self.started:
+            each.close()
+
+
 def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, beyond: list[CompileTarget],
-                  jobs: int, cache_dir, timeout, budget: float | None, backend: Backend) -> dict[str, Verdict]:
+                  jobs: int, cache_dir, timeout, budget: float | None, backend: Backend,
+                  progress=None) -> dict[str, Verdict]:
     """Equivalent, unreached or unproven, for mutants whose code equals the original's on
-    every target of the suite: compiled on the rest of the declared space, target after
-    target beside the original, until the first difference, the end of the space, or the
-    mutant's ``budget`` of seconds."""
+    every target of the suite: compiled on the rest of the declared space, until the first
+    difference, the end of the space, or the mutant's ``budget`` of seconds.
+
+    The space is walked in steps of a few targets per compiler: the original is compiled
+    for a step once, spread over every compiler (its code then serves every mutant, and its
+    front-end IR lets a mutant with the same IR skip the compile), then each mutant still
+    open is compiled on the step. A mutant's budget counts its own compiles, checked between
+    steps; the original's are shared and count for none. ``progress(done, total)`` follows
+    the configurations walked."""
     sources = list(dict.fromkeys(candidates.values()))
-    chunks = [sources[i::jobs] for i in range(max(1, jobs)) if sources[i::jobs]]
+    jobs = max(1, jobs)
+    step = jobs * BEYOND_STEP_PER_COMPILER
+    spent = dict.fromkeys(sources, 0.0)
+    matched = dict.fromkeys(sources, 0)
+    different: dict[str, Compiled] = {}
+    open_ = list(sources)
+    compiler = _ThreadCompilers(backend, cache_dir)
 
-    def judge(chunk: list[str]) -> dict[str, tuple[Compiled | None, int]]:
-        compiler = _Compiler(backend, cache_dir)
-        try:
-            return {source: _first_difference(compiler, original, source, beyond, cache_dir, timeout, budget)
-                    for source in chunk}
-        finally:
-            compiler.close()
+    def original_on(chunk: list[CompileTarget]) -> list[Compiled]:
+        return compile_source(original, chunk, cache_dir=cache_dir, timeout=timeout, compiler=compiler())
 
-    with _compile_pool(len(chunks)) as pool:
-        outcomes = {source: outcome for part in pool.map(judge, chunks) for source, outcome in part.items()}
+    def mutant_on(source: str, batch: list[CompileTarget], reference: list[str]) -> None:
+        started = time.monotonic()
+        outcome = _compile_until_different(compiler(), source, batch, reference, cache_dir, timeout)
+        spent[source] += time.monotonic() - started
+        last = outcome[-1]
+        if last.transient:  # cut short from outside: compiled no further, so not proven
+            matched[source] += len(outcome) - 1
+            open_.remove(source)
+        elif not last.ok or last.digest != reference[len(outcome) - 1]:
+            matched[source] += len(outcome) - 1
+            different[source] = last
+            open_.remove(source)
+        else:
+            matched[source] += len(outcome)
+
+    if progress is not None:
+        progress(0, len(beyond))
+    try:
+        with _compile_pool(jobs) as pool:
+            for start in range(0, len(beyond), step):
+                open_[:] = [s for s in open_ if budget is None or spent[s] < budget]
+                if not open_:
+                    break
+                batch = beyond[start:start + step]
+                chunks = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
+                by_key = {c.target: c for part in pool.map(original_on, chunks) for c in part}
+                reference = [by_key[t.key] for t in batch]
+                failed = next((c for c in reference if not c.ok), None)
+                if failed is not None:
+                    raise RuntimeError(f"the original kernel does not compile for the declared configuration"
+                                       f" {failed.target}: {failed.error}")
+                digests = [c.digest for c in reference]
+                list(pool.map(lambda source: mutant_on(source, batch, digests), list(open_)))
+                if progress is not None:
+                    progress(start + len(batch), len(beyond))
+    finally:
+        compiler.close()
     total = suite_count + len(beyond)
     artifact = backend.artifact
     verdicts = {}
     for mutant_id, source in candidates.items():
-        different, matched = outcomes[source]
-        if different is not None:
-            how = "does not compile" if not different.ok else f"its {artifact} differs"
+        if source in different:
+            how = "does not compile" if not different[source].ok else f"its {artifact} differs"
             verdicts[mutant_id] = Verdict(
                 "unreached", artifact,
                 f"same {artifact} as the original on the suite's {suite_count} configurations;"
-                f" {how} at {different.target}")
-        elif matched == len(beyond):
+                f" {how} at {different[source].target}")
+        elif matched[source] == len(beyond):
             verdicts[mutant_id] = Verdict(
                 "equivalent", artifact,
                 f"same {artifact} as the original on all {total} configurations of the declared space"
                 f" ({suite_count} launched by the suite)")
         else:
+            left = len(beyond) - matched[source]
+            why = f"were not compiled within the budget of {budget:g} s" if budget is not None \
+                else "were not compiled (a compile was cut short)"
             verdicts[mutant_id] = Verdict(
                 "unproven", artifact,
-                f"same {artifact} as the original on the suite's {suite_count} configurations and on {matched}"
-                f" of the {len(beyond)} others of the declared space; the other {len(beyond) - matched} were not"
-                f" compiled within the budget of {budget:g} s")
+                f"same {artifact} as the original on the suite's {suite_count} configurations and on"
+                f" {matched[source]} of the {len(beyond)} others of the declared space; the other {left} {why}")
     return verdicts
-
-
-def _first_difference(compiler, original: str, source: str, targets: list[CompileTarget], cache_dir, timeout,
-                      budget: float | None) -> tuple[Compiled | None, int]:
-    """(the mutant's outcome on the first target where it fails or differs from the original,
-    or None; how many targets matched before that or before the budget ran out)."""
-    started = time.monotonic()
-    for index, target in enumerate(targets):
-        if budget is not None and time.monotonic() - started > budget:
-            return None, index
-        (reference,) = compile_source(original, [target], cache_dir=cache_dir, timeout=timeout, compiler=compiler)
-        if not reference.ok:
-            raise RuntimeError(f"the original kernel does not compile for the declared configuration"
-                               f" {target.key}: {reference.error}")
-        (outcome,) = compile_source(source, [target], cache_dir=cache_dir, timeout=timeout, compiler=compiler)
-        if outcome.transient:  # cut short from outside: compiled no further, so not proven
-            return None, index
-        if not outcome.ok or outcome.digest != reference.digest:
-            return outcome, index
-    return None, len(targets)
 
 
 def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], target_count: int) -> list[str]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
+from mutants.clock import RunClock
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.walk import DEVICE
@@ -135,7 +136,15 @@ class _Worker:
         with _sigint_ignored():
             self.process.start()
         child.close()
+        self.begin()
+
+    def begin(self) -> None:
+        """The state of a worker just started, not yet ready."""
         self.ready = False
+        self.born = time.monotonic()
+        # what it does now, for the progress display: starting, import, compile, cases or idle
+        self.phase, self.phase_since = "starting", self.born
+        self.kernel = ""  # the kernel it compiles, in the compile phase
         self.progress: _Progress | None = None
         self.cases: list[int] = []  # the case indices of the share sent, in the order sent
         self.current: int | None = None  # the case it runs now
@@ -155,7 +164,11 @@ class _Worker:
         progress.assigned.difference_update(self.cases)
         progress.holders -= 1
         self.progress, self.current, self.deadline = None, None, float("inf")
+        self.enter("idle" if self.ready else "starting")
         return progress
+
+    def enter(self, phase: str) -> None:
+        self.phase, self.phase_since = phase, time.monotonic()
 
     def became_ready(self, case_dicts: list[dict]) -> None:
         self.ready = True
@@ -164,6 +177,7 @@ class _Worker:
 
     def _send(self, case_dicts: list[dict]) -> None:
         task = self.progress.task
+        self.enter("import")
         try:
             self.conn.send((task.overlay, [case_dicts[i] for i in self.cases], task.stop_at_first_failure,
                             task.sabotage))
@@ -237,9 +251,24 @@ class Runner:
         self.space = target.compile_space()
         # False where no device here runs the target's code: its mutants are only compiled
         self.executes = self.space.executes_on(device)
+        self.clock = RunClock()
+        # workers between batches: the baseline's serve the mutants, and workers started while
+        # classification compiles are ready when the mutants run
+        self.idle_workers: list[_Worker] = []
 
     def close(self) -> None:
+        for worker in self.idle_workers:  # between tasks: nothing of theirs is lost
+            worker.kill()
+        self.idle_workers = []
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def prestart(self) -> None:
+        """Start workers now, up to ``jobs``, for the next batch: their start-up (torch,
+        CUDA) overlaps whatever the run does meanwhile."""
+        if not self.executes:
+            return
+        while len(self.idle_workers) < self.jobs:
+            self.idle_workers.append(self._new_worker([w.device for w in self.idle_workers]))
 
     # -- overlays --
 
@@ -365,9 +394,10 @@ class Runner:
         for path in sorted({m.path for m in pending}):
             group = [m for m in pending if m.path == path]
             report = (lambda done_, total: progress("compile", done_, total)) if progress else None
+            walked = (lambda done_, total: progress("beyond", done_, total)) if progress else None
             verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
                                 beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
-                                progress=report, backend=self.space.backend)
+                                progress=report, backend=self.space.backend, beyond_progress=walked)
             for mutant in group:
                 verdict = verdicts[mutant.id]
                 if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
@@ -549,13 +579,26 @@ class Runner:
                           history=history).run()
 
     def _start_worker(self, taken: list[str]) -> _Worker:
-        """A worker process for a batch's scheduler, on the device with the fewest of the
-        batch's workers (``taken``: their devices)."""
+        """A worker for a batch's scheduler, on the device with the fewest of the batch's
+        workers (``taken``: their devices): an idle one there if any, else a new process."""
+        device = least_loaded(self.devices, taken)
+        while idle := next((w for w in self.idle_workers if w.device == device), None):
+            self.idle_workers.remove(idle)
+            if idle.process.is_alive():
+                return idle
+            idle.kill()
+        return self._new_worker(taken)
+
+    def _new_worker(self, taken: list[str]) -> _Worker:
         return _Worker(self.context, least_loaded(self.devices, taken), self.target.op, self.worker_environment)
 
     def _release_worker(self, worker: _Worker, completed: bool) -> None:
-        """A batch is over: its worker stops, or is killed when the batch ended early."""
-        worker.stop() if completed else worker.kill()
+        """A batch is over: its worker waits for the next batch, or is killed when the batch
+        ended early (an interrupt, an error)."""
+        if completed and worker.process.is_alive():
+            self.idle_workers.append(worker)
+        else:
+            worker.kill()
 
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
@@ -687,6 +730,7 @@ class _Scheduler:
             worker.assign(progress, self.runner.case_dicts, self._share(progress))
             if not progress.unassigned():
                 self.queue.remove(progress)
+        self._status()
 
     def _share(self, progress: _Progress) -> list[int]:
         """The cases a worker takes of ``progress``: all of an unshared task; of a shared one,
@@ -720,14 +764,28 @@ class _Scheduler:
         except (EOFError, OSError):
             self._lost(worker)
             return
+        clock = self.runner.clock
         if message[0] == "ready":
             self.failed_starts = 0
+            clock.add("start-up", time.monotonic() - worker.born)
             worker.became_ready(self.runner.case_dicts)
+            worker.enter("import" if worker.progress else "idle")
+        elif message[0] == "loaded":
+            clock.add("import", message[1])
         elif message[0] == "start":
             worker.current = worker.cases[message[1]]
             worker.deadline = time.monotonic() + self.runner.timeout_for(worker.current)
+            worker.enter("cases")
+        elif message[0] == "compiling":
+            worker.enter("compile")
+            worker.kernel = message[1]
+        elif message[0] == "compiled":
+            clock.add("compile", message[1])
+            clock.add("cases", -message[1])  # the case's time holds its compiles
+            worker.enter("cases")
         elif message[0] == "case":
             _, index, result, text, seconds = message
+            clock.add("cases", seconds)
             progress.results.setdefault(worker.cases[index], CaseRecord(result, text, seconds))
             worker.current, worker.deadline = None, float("inf")
             if self.per_case:
@@ -737,6 +795,13 @@ class _Scheduler:
             if not message[1]:  # the device faulted: the worker goes, any cases left go on in a fresh one
                 self._discard(worker)
             self._settle(progress)
+        self._status()
+
+    def _status(self) -> None:
+        """What each worker does now, for a display that shows it (``progress.workers``)."""
+        show = getattr(self.runner.progress, "workers", None)
+        if show is not None and self.label:
+            show(self.label, worker_status(self.workers, time.monotonic()))
 
     def _hung(self, worker: _Worker) -> None:
         case = worker.current
@@ -813,6 +878,20 @@ class _Scheduler:
             self.runner._report(self.label, done, self.total)
 
 
+WORKER_PHASES = ("starting", "import", "compile", "cases", "idle")
+
+
+def worker_status(workers: list[_Worker], now: float) -> str:
+    """How many workers are in each phase, and the longest compile under way."""
+    counts = {phase: sum(w.phase == phase for w in workers) for phase in WORKER_PHASES}
+    text = ", ".join(f"{count} {phase}" for phase, count in counts.items() if count)
+    compiling = [w for w in workers if w.phase == "compile"]
+    if compiling:
+        slowest = min(compiling, key=lambda w: w.phase_since)
+        text += f" (longest compile {now - slowest.phase_since:.0f} s, {slowest.kernel})"
+    return f"workers: {text or 'none'}"
+
+
 def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
     """Case indices dealt to ``jobs`` workers in contiguous runs of the same compiled kernel,
     so that each configuration is compiled by one worker, not by every worker at once."""
@@ -863,12 +942,15 @@ def _alive(pid: int) -> bool:
 PHASES = {
     "baseline": "baseline: the unmutated kernel on every case of the suite",
     "compile": "classify by compiled code (offline compile for the target's GPU, none needed here)",
+    "beyond": ("equivalence beyond the suite: the mutants whose code is the original's on every configuration"
+               " of the suite, compiled on the rest of the declared space"),
     "mutants": "mutants: each in a worker, against the suite",
     "memcheck": "memcheck: the survivors again, under compute-sanitizer",
     "candidates": "candidates: the unmutated kernel on the cases a search tries next",
     "search": "search: each survivor against the candidates, until one kills it",
 }
-PHASE_UNITS = {"baseline": "case", "candidates": "case"}
+PHASE_UNITS = {"baseline": "case", "candidates": "case", "beyond": "configuration"}
+HEARTBEAT = 30.0  # seconds without a progress line after which a log gets one anyway
 
 
 class ProgressPrinter:
@@ -877,12 +959,31 @@ class ProgressPrinter:
     the time left is the elapsed time per finished step times the steps left, and unknown
     before the first step finishes."""
 
-    def __init__(self, stream=None):
+    def __init__(self, stream=None, heartbeat: float = HEARTBEAT):
         self.stream = stream
+        self.heartbeat = heartbeat
         self.announced: set[str] = set()
         self.bars: dict = {}
         self.started: dict[str, float] = {}
         self.last_tenth: dict[str, int] = {}
+        self.status: dict[str, str] = {}  # label -> what the workers do now
+        self.counts: dict[str, tuple[int, int]] = {}  # label -> the last (done, total)
+        self.last_line = time.monotonic()
+        self.last_refresh = 0.0
+
+    def workers(self, label: str, status: str) -> None:
+        """What the workers of the phase do now: the bar's postfix on a terminal; elsewhere part
+        of the next line, and a line of its own when none was printed for ``heartbeat`` s."""
+        self.status[label] = status
+        stream = self.stream or sys.stderr
+        now = time.monotonic()
+        if stream.isatty():
+            bar = self.bars.get(label)
+            if bar is not None and now - self.last_refresh >= 0.5:
+                self.last_refresh = now
+                bar.set_postfix_str(status)
+        elif label in self.counts and now - self.last_line >= self.heartbeat:
+            self._print(stream, label, *self.counts[label])
 
     def __call__(self, label: str, done: int, total: int) -> None:
         stream = self.stream or sys.stderr
@@ -913,10 +1014,15 @@ class ProgressPrinter:
         now = time.monotonic()
         if done == 0 or label not in self.started:
             self.started[label] = now
+        self.counts[label] = (done, total)
         tenth = 10 * done // max(total, 1)
         if tenth == self.last_tenth.get(label) and done < total:
             return
         self.last_tenth[label] = tenth
+        self._print(stream, label, done, total)
+
+    def _print(self, stream, label: str, done: int, total: int) -> None:
+        now = self.last_line = time.monotonic()
         elapsed = now - self.started[label]
         if done >= total:
             when = f"done in {elapsed:.0f} s"
@@ -925,4 +1031,5 @@ class ProgressPrinter:
         else:
             when = "time left unknown until one finishes"
         unit = PHASE_UNITS.get(label, "mutant")
-        print(f"{label}: {done}/{total} {unit}s ({when})", file=stream, flush=True)
+        status = f"; {self.status[label]}" if label in self.status and done < total else ""
+        print(f"{label}: {done}/{total} {unit}s ({when}){status}", file=stream, flush=True)

@@ -11,7 +11,10 @@ op already imported from it.
 
 Messages to the parent, over a pipe:
     ("ready",)
+    ("loaded", seconds)   the op imported afresh from a task's overlay
     ("start", case_index)
+    ("compiling", kernel)   Triton compiles a kernel, or loads it from its cache (not on the CPU)
+    ("compiled", seconds)
     ("case", case_index, result, message, seconds)   result: pass | fail | stillborn | error
     ("done", healthy)   a worker that is not healthy (its device faulted) is replaced
 """
@@ -140,6 +143,7 @@ def worker_main(conn, device: str, op: str, environment: dict[str, str] | None =
 def _serve(conn, device: str, op: str) -> None:
     from suites.runnable import check, from_dict
 
+    _report_compiles(conn)
     conn.send(("ready",))
     loaded = None  # (overlay, op): the shares of one mutant reuse its import and its compiled kernels
     while True:
@@ -148,8 +152,10 @@ def _serve(conn, device: str, op: str) -> None:
             return
         overlay, case_dicts, stop_at_first_failure, sabotage = task
         if loaded is None or loaded[0] != overlay:
+            started = time.perf_counter()
             try:
                 loaded = (overlay, load_op(overlay, op))
+                conn.send(("loaded", time.perf_counter() - started))
             except Exception as error:
                 loaded = None
                 conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
@@ -176,6 +182,31 @@ def _serve(conn, device: str, op: str) -> None:
             if faulted or (result != PASS and stop_at_first_failure):
                 break
         conn.send(("done", not faulted and _healthy(device)))
+
+
+def _report_compiles(conn) -> None:
+    """Tell the parent when Triton turns a kernel into code for this process (a compile, or a
+    load from its cache), and how long that took; where Triton has no such hooks, nothing."""
+    try:
+        from triton import knobs
+
+        runtime = knobs.runtime
+        runtime.jit_cache_hook, runtime.jit_post_compile_hook  # noqa: B018  (present since Triton 3.4)
+    except (ImportError, AttributeError):
+        return
+    started: list[float] = []
+
+    def before(*, repr: str, **_) -> bool:
+        started[:] = [time.perf_counter()]
+        conn.send(("compiling", repr.split("[", 1)[0]))
+        return False  # true would tell Triton to skip the compile
+
+    def after(**_) -> bool:
+        if started:
+            conn.send(("compiled", time.perf_counter() - started.pop()))
+        return False
+
+    runtime.jit_cache_hook, runtime.jit_post_compile_hook = before, after
 
 
 def _sabotaged(op):

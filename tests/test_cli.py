@@ -264,6 +264,9 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
     assert not (project / ".mutants").exists()
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "kmut: loading torch and Triton, the smoke suite and the catalog mutants"
+    # where the time went, phase by phase
+    assert err[-1].startswith("kmut: time: start-up ")
+    assert all(f" {phase} " in err[-1] for phase in ("baseline", "classification", "mutants", "report"))
 
 
 def test_ray_without_the_extra_is_one_line_naming_it(tmp_path, capsys, monkeypatch):

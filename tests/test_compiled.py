@@ -91,6 +91,30 @@ def test_a_mutant_not_proven_within_the_budget_is_not_equivalent(targets, cache_
     assert "on 0 of the 1 others" in verdicts["times-one"].detail
 
 
+def test_the_original_is_compiled_once_per_configuration_beyond_the_suite(targets, tmp_path, monkeypatch):
+    """However many mutants match the original on the suite, each configuration beyond it
+    compiles the original once, not once per compiler that judges a mutant there."""
+    beyond = compile_targets([Case(heads=32, head_dim=64, kv_block=16, preshuffle=True),
+                              Case(heads=32, head_dim=64, kv_block=5)], every_launch=False)
+    assert len(beyond) == 2
+    mutants = {"times-one": MUTANTS["times-one"], "comment": KERNEL_SOURCE + "\n# a comment\n",
+               "blank-line": KERNEL_SOURCE + "\n\n"}
+    original_compiles = []
+    compile_ = compiled._Compiler.compile
+
+    def counting(self, source, targets_, *args, **kwargs):
+        outcomes = compile_(self, source, targets_, *args, **kwargs)
+        if source == KERNEL_SOURCE:
+            original_compiles.extend(c.target for c, _ in outcomes)
+        return outcomes
+
+    monkeypatch.setattr(compiled._Compiler, "compile", counting)
+    verdicts = classify(KERNEL_SOURCE, mutants, targets, beyond=beyond, jobs=3, cache_dir=tmp_path)
+    assert {v.kind for v in verdicts.values()} == {"equivalent"}
+    beyond_compiles = [key for key in original_compiles if key != targets[0].key]
+    assert sorted(beyond_compiles) == sorted(t.key for t in beyond)
+
+
 def test_every_launch_a_check_makes_is_a_target():
     """A case with knobs is called fresh, into a caller's strided out, and untuned: the
     strided out's row stride is a specialization of its own, the untuned call may be

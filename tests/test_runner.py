@@ -12,14 +12,16 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import mutants.runner as runner_module
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
-                            least_loaded)
+                            least_loaded, worker_status)
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
@@ -558,8 +560,102 @@ def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
     case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
     assert parent.recv() == ("ready",)
     parent.send((str(tmp_path), [case], True, False))
-    messages = [parent.recv() for _ in range(3)]
+    messages = [parent.recv() for _ in range(4)]
     parent.send(None)
     worker.join(60)
-    assert messages[1][:3] == ("case", 0, "pass") and messages[2] == ("done", True)
+    assert messages[0][0] == "loaded" and messages[1] == ("start", 0)
+    assert messages[2][:3] == ("case", 0, "pass") and messages[3] == ("done", True)
     assert "warn" not in capfd.readouterr().err
+
+
+@pytest.fixture
+def started_workers(monkeypatch) -> list:
+    """Every worker process the runner starts, in order."""
+    started = []
+
+    class Counted(runner_module._Worker):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr(runner_module, "_Worker", Counted)
+    return started
+
+
+def test_the_baseline_and_the_mutants_share_their_workers(tmp_path, started_workers):
+    """The baseline's three batches (every case, a re-run, the sabotaged op) and the mutants
+    run on the workers started once, not on fresh processes per batch; the runner's close
+    ends them."""
+    started = started_workers
+    runner = _runner(tmp_path, smoke()[:1])
+    runner.jobs = 1
+    try:
+        runner.baseline()
+        original = read_source(KERNEL)
+        (result,) = runner.run([_mutant("wrong-answer", original.replace("logits * scales", "1.5 * logits * scales"))],
+                               matrix=False)
+        assert result.outcome == "killed"
+        assert len(started) == 1 and started[0].process.is_alive()
+        seconds = runner.clock.worker
+        assert seconds["start-up"] > 0 and seconds["cases"] > 0 and seconds["import"] > 0
+    finally:
+        runner.close()
+    assert not started[0].process.is_alive()
+
+
+def test_workers_started_ahead_serve_the_next_batch(tmp_path, started_workers):
+    started = started_workers
+    runner = _runner(tmp_path, smoke()[:2])
+    try:
+        runner.prestart()
+        assert len(started) == 2
+        runner.baseline()
+        assert len(started) == 2
+    finally:
+        runner.close()
+
+
+class _Phased:
+    def __init__(self, phase: str, since: float = 0.0, kernel: str = ""):
+        self.phase, self.phase_since, self.kernel = phase, since, kernel
+
+
+def test_the_workers_status_counts_each_phase_and_names_the_longest_compile():
+    workers = [_Phased("cases"), _Phased("compile", 95.0, "k1"), _Phased("compile", 80.0, "k2"),
+               _Phased("starting"), _Phased("cases")]
+    assert worker_status(workers, 100.0) == "workers: 1 starting, 2 compile, 2 cases (longest compile 20 s, k2)"
+    assert worker_status([], 0.0) == "workers: none"
+
+
+def test_a_log_gets_the_workers_status_and_a_line_when_no_step_ends_for_a_while():
+    stream = io.StringIO()
+    progress = ProgressPrinter(stream, heartbeat=3600.0)
+    progress("mutants", 0, 4)
+    progress.workers("mutants", "workers: 2 compile")
+    assert stream.getvalue().count("\n") == 2  # no line of its own before the heartbeat
+    progress("mutants", 1, 4)
+    assert stream.getvalue().splitlines()[-1].endswith("; workers: 2 compile")
+    progress.heartbeat = 0.0
+    progress.workers("mutants", "workers: 1 cases")
+    assert stream.getvalue().splitlines()[-1].startswith("mutants: 1/4 mutants (")
+    assert stream.getvalue().splitlines()[-1].endswith("; workers: 1 cases")
+    progress("mutants", 4, 4)
+    assert "workers" not in stream.getvalue().splitlines()[-1]  # a finished phase has no workers to show
+
+
+def test_a_worker_reports_each_kernel_triton_turns_into_code_and_leaves_the_compile_to_triton():
+    from triton import knobs
+
+    from mutants.worker import _report_compiles
+
+    sent = []
+    previous = knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook
+    try:
+        _report_compiles(SimpleNamespace(send=sent.append))
+        assert knobs.runtime.jit_cache_hook(key=None, repr="_kernel[num_warps=4](x: *fp8)", fn=None, compile={},
+                                            is_manual_warmup=False, already_compiled=False) is False
+        assert knobs.runtime.jit_post_compile_hook(key=None, repr="", fn=None, compile={},
+                                                   is_manual_warmup=False, already_compiled=False) is False
+    finally:
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = previous
+    assert sent[0] == ("compiling", "_kernel") and sent[1][0] == "compiled" and sent[1][1] >= 0

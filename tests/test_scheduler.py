@@ -6,6 +6,7 @@ import threading
 from multiprocessing import Pipe
 from types import SimpleNamespace
 
+from mutants.clock import RunClock
 from mutants.runner import SHARE_CASES, _Scheduler, _Task, _Worker
 from mutants.worker import FAIL, PASS
 
@@ -16,7 +17,7 @@ class _ThreadWorker(_Worker):
     def __init__(self, name: str, log: list, failing: set[str]):
         self.device, self.name = "cpu", name
         self.conn, child = Pipe()
-        self.ready, self.progress, self.cases, self.current, self.deadline = False, None, [], None, float("inf")
+        self.begin()
         self.thread = threading.Thread(target=self._serve, args=(child, log, failing), daemon=True)
         self.thread.start()
 
@@ -50,7 +51,7 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
                              timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0,
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
-                             _report=lambda *a: None, case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
+                             _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
     finished = _Scheduler(runner, tasks, label="").run()
     return finished, log
 

@@ -1,0 +1,36 @@
+"""Where a run's time goes: the wall time of each phase, and what the workers spent theirs on.
+
+Worker time is summed over every worker process: start-up (spawn, import torch), importing a
+mutant's op from its overlay, turning kernels into code (a compile, or a load from Triton's
+cache; only where Triton reports it, so never on the CPU interpreter), and running cases
+(without their compiles). The sum over workers exceeds the wall time when workers run side
+by side.
+"""
+
+import time
+from contextlib import contextmanager
+
+WORKER_PARTS = ("start-up", "import", "compile", "cases")
+
+
+class RunClock:
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+        self.worker: dict[str, float] = dict.fromkeys(WORKER_PARTS, 0.0)
+
+    @contextmanager
+    def phase(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
+
+    def add(self, part: str, seconds: float) -> None:
+        self.worker[part] += seconds
+
+    def summary(self) -> str:
+        """One line: each phase that ran, then the workers' time by part."""
+        phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
+        parts = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in self.worker.items() if seconds)
+        return f"time: {phases or 'nothing ran'}" + (f"; worker time (summed over workers): {parts}" if parts else "")
