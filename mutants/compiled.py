@@ -38,13 +38,14 @@ caller), each serving one source after another: there ``TRITON_INTERPRET=0`` is 
 triton is imported, and an LLVM abort, a segfault or a timeout is an outcome of the source
 being compiled (the process is replaced), not an exception here.
 
-Front end first: before compiling a source for a target, its compiler process takes the
-Triton IR the front end emits (before any pass, without locations) and looks it up in a memo
-beside the compile cache; the machine code after the front end is a function of that IR and
-the options, so a source whose IR another source already had (a constexpr expression that
-folds to the same value, a comment, a renamed local) takes that source's digest without a
-compile. Mutants that match the original on every target, the expensive ones to prove, are
-often such sources.
+Front end first: before compiling a source for a target, its compiler process runs the front
+end and Triton's first stage (the Triton IR passes: inlining, canonicalization, constant
+folding, CSE, dead code) and looks the resulting IR, without locations, up in a memo beside
+the compile cache; the machine code after that stage is a function of that IR, the options
+and the GPU, so a source whose IR another source already had (an expression that folds to the
+same value, ``x * 1``, a comment, a renamed local) takes that source's digest without the
+rest of the compile. Mutants that match the original on every target, the expensive ones to
+prove, are most often such sources.
 
 Compile once: a kernel is compiled exactly as Triton's JIT would compile it at launch (the
 same specialization, attributes and options, through the JIT's own argument packing), into
@@ -182,7 +183,7 @@ def case_targets(cases, *, device: str | None = None, every_launch: bool = True)
     suite would run there: the launcher's own split count depends on the device, and a
     split count of 1 or a multiple of 16 is a specialization of its own. With
     ``every_launch`` off, only each case's first launch is planned. Cases with one launch
-    signature are planned once.
+    signature are planned once per process.
     """
     import torch
 
@@ -190,16 +191,20 @@ def case_targets(cases, *, device: str | None = None, every_launch: bool = True)
     from suites.runnable import launch_signature, launches
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    planned: dict[tuple, list[CompileTarget]] = {}
     per_case = []
     for case in cases:
-        signature = launch_signature(case)
-        if signature not in planned:
+        key = (launch_signature(case), device, every_launch)
+        if key not in _PLANNED:
             calls = launches(case, device)[:None if every_launch else 1]
-            planned[signature] = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
-                                  for inputs, keywords in calls]
-        per_case.append(planned[signature])
+            _PLANNED[key] = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
+                             for inputs, keywords in calls]
+        per_case.append(_PLANNED[key])
     return per_case
+
+
+# launch signature, device, every launch -> the targets planned, once per process (planning
+# builds every case's inputs on the device: seconds for a suite on a GPU)
+_PLANNED: dict[tuple, list[CompileTarget]] = {}
 
 
 def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:
@@ -927,10 +932,10 @@ def _memo_entry(kernels, target: CompileTarget, module_name: str) -> Path | None
 
 
 def _front_end_key(kernels, target: CompileTarget, module_name: str) -> str:
-    """A name for what the front end makes of ``kernels`` for ``target``: their Triton IR before
-    any pass, without source locations, the module's own name replaced. Everything after the
-    front end is a function of that IR, the options and the GPU, so two sources with the same
-    key compile to the same machine code, and the second need not be compiled at all."""
+    """A name for what the front end and the Triton IR stage make of ``kernels`` for
+    ``target``: their IR without source locations, the module's own name replaced. Every
+    later stage is a function of that IR, the options and the GPU, so two sources with the
+    same key compile to the same machine code, and the second need not be compiled at all."""
     import triton
 
     parts = [str(CACHE_FORMAT), triton.__version__, target.key]
@@ -941,7 +946,8 @@ def _front_end_key(kernels, target: CompileTarget, module_name: str) -> str:
 
 
 def _front_end_ir(fn, target: CompileTarget) -> tuple[str, dict]:
-    """(Triton IR as the front end emits it for ``target``, without locations; the options)."""
+    """(Triton IR for ``target`` after the front end and the Triton IR stage, without
+    locations; the options)."""
     import inspect
 
     from triton._C.libtriton import ir
@@ -957,8 +963,28 @@ def _front_end_ir(fn, target: CompileTarget) -> tuple[str, dict]:
     if "target" in inspect.signature(source.make_ir).parameters:
         arguments.insert(0, gpu)
     module = source.make_ir(*arguments)
+    stages: dict = {}
+    backend.add_stages(stages, parsed, source.language)
+    module = stages["ttir"](module, {})
     text = module.str_nodebug() if hasattr(module, "str_nodebug") else _without_locations(module.str())
-    return text, options
+    return _constants_sorted(text), options
+
+
+_CONSTANT = re.compile(r"\s*%\w+ = arith\.constant ")
+
+
+def _constants_sorted(text: str) -> str:
+    """``text`` with each run of consecutive constant definitions sorted: folding materializes
+    constants at the top of a block in the order it met them, which an equivalent source can
+    change; the values defined are the same."""
+    lines, out, run = text.splitlines(), [], []
+    for line in lines + [""]:
+        if _CONSTANT.match(line):
+            run.append(line)
+            continue
+        out += sorted(run) + [line]
+        run = []
+    return "\n".join(out[:-1])
 
 
 def _without_locations(text: str) -> str:

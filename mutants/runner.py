@@ -62,6 +62,7 @@ OVERLAY_PREFIX = "kmut-overlays-"
 # the cases of a mutant one worker takes at a time: a mutant most often falls to one of its
 # first few cases; a survivor's rest goes out in shares to the workers that are idle
 SHARE_CASES = 8
+SPARE_WORKERS = 4  # per GPU: started ahead, to replace workers a device fault ends
 
 
 class BaselineError(RuntimeError):
@@ -580,14 +581,22 @@ class Runner:
 
     def _start_worker(self, taken: list[str]) -> _Worker:
         """A worker for a batch's scheduler, on the device with the fewest of the batch's
-        workers (``taken``: their devices): an idle one there if any, else a new process."""
+        workers (``taken``: their devices): an idle one there if any, else a new process.
+        On CUDA a few spares are kept starting or idle: a device fault ends its worker, and
+        the next task should not wait for a new one's start-up (torch, a CUDA context)."""
         device = least_loaded(self.devices, taken)
-        while idle := next((w for w in self.idle_workers if w.device == device), None):
+        found = None
+        while found is None and (idle := next((w for w in self.idle_workers if w.device == device), None)):
             self.idle_workers.remove(idle)
             if idle.process.is_alive():
-                return idle
-            idle.kill()
-        return self._new_worker(taken)
+                found = idle
+            else:
+                idle.kill()
+        found = found or self._new_worker(taken)
+        if self.executes and self.device.startswith("cuda"):
+            while len(self.idle_workers) < SPARE_WORKERS * len(self.devices):
+                self.idle_workers.append(self._new_worker(taken + [w.device for w in self.idle_workers]))
+        return found
 
     def _new_worker(self, taken: list[str]) -> _Worker:
         return _Worker(self.context, least_loaded(self.devices, taken), self.target.op, self.worker_environment)

@@ -659,3 +659,27 @@ def test_a_worker_reports_each_kernel_triton_turns_into_code_and_leaves_the_comp
     finally:
         knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = previous
     assert sent[0] == ("compiling", "_kernel") and sent[1][0] == "compiled" and sent[1][1] >= 0
+
+
+def test_cuda_runs_keep_spare_workers_to_replace_those_a_fault_ends(tmp_path, monkeypatch):
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    store = Store(tmp_path / "results.sqlite")
+    runner = Runner(cases=smoke()[:1], device="cuda", jobs=2, store=store,
+                    scope=Scope("smoke", source_digest(), "first-kill", "cuda"))
+    started = []
+
+    def new_worker(taken):
+        started.append(SimpleNamespace(device=least_loaded(runner.devices, taken), kill=lambda: None,
+                                       process=SimpleNamespace(is_alive=lambda: True)))
+        return started[-1]
+
+    monkeypatch.setattr(runner, "_new_worker", new_worker)
+    first = runner._start_worker([])
+    spares = list(runner.idle_workers)
+    assert len(spares) == 2 * runner_module.SPARE_WORKERS and first not in spares
+    assert sorted(w.device for w in spares).count("cuda:1") == runner_module.SPARE_WORKERS
+    replacement = runner._start_worker([first.device])  # a worker faulted: a spare takes its place
+    assert replacement in spares and replacement.device == "cuda:1"
+    assert len(runner.idle_workers) == 2 * runner_module.SPARE_WORKERS  # and another spare starts
+    runner.idle_workers = []
+    runner.close()
