@@ -468,20 +468,23 @@ class _Compiler:
         threading.Thread(target=_pump, args=(self.process.stdout, self.lines), daemon=True).start()
 
     def _discard(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        process, self.process = self.process, None
+        if process is None:  # discarded already (an interrupt ends compiles from another thread)
+            return
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
         with _Compiler.running_lock:
-            _Compiler.running.discard(self.process)
+            _Compiler.running.discard(process)
         self.stderr.close()
-        self.process = None
 
     def close(self) -> None:
-        if self.process is None:
+        process = self.process
+        if process is None:
             return
         try:
-            self.process.stdin.close()
-            self.process.wait(timeout=10)
+            process.stdin.close()
+            process.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             pass
         self._discard()
@@ -606,10 +609,14 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     def until_different(source: str) -> list[Compiled]:
         return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
 
-    def one_more(source: str) -> list[Compiled]:
-        next_target = targets[len(outcomes[source])]
-        return outcomes[source] + compile_source(source, [next_target], cache_dir=cache_dir, timeout=timeout,
-                                                 compiler=compiler())
+    def rest_of(source: str, chunk: list[CompileTarget]) -> list[Compiled]:
+        return compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout, compiler=compiler())
+
+    def follow(follower: str, leader: str) -> list[Compiled]:
+        start = len(outcomes[follower])
+        reference = [c.digest for c in outcomes[leader][start:]]
+        return outcomes[follower] + _compile_until_different(compiler(), follower, targets[start:], reference,
+                                                             cache_dir, timeout)
 
     outcomes: dict[str, list[Compiled]] = {}
     try:
@@ -622,11 +629,24 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
                 done += len(by_source[source])
                 if progress is not None:
                     progress(done, len(mutants))
-            # Mutants that agree so far are compiled one more target at a time, and dropped as
-            # soon as they part: only true duplicates pay for every target.
+            # Mutants whose code agrees so far: the first of each group is compiled for every
+            # target left, spread over the compilers; the others follow it until they part
+            # (a follower with the same IR takes each digest from the memo). Only true
+            # duplicates pay for every target; the groups the parted ones form go round again.
             twins = _agreeing(outcomes, original_code, len(targets))
             while twins:
-                outcomes.update(zip(twins, pool.map(one_more, twins)))
+                groups: dict[tuple, list[str]] = {}
+                for source in twins:
+                    groups.setdefault(tuple(c.digest for c in outcomes[source]), []).append(source)
+                work = [(group[0], chunk) for group in groups.values()
+                        for chunk in _chunks(targets[len(outcomes[group[0]]):], jobs)]
+                for (leader, _), compiled_ in zip(work, pool.map(lambda item: rest_of(*item), work)):
+                    outcomes[leader] = outcomes[leader] + compiled_
+                for group in groups.values():
+                    by_key = {c.target: c for c in outcomes[group[0]]}
+                    outcomes[group[0]] = [by_key[t.key] for t in targets]
+                pairs = [(follower, group[0]) for group in groups.values() for follower in group[1:]]
+                outcomes.update(zip([f for f, _ in pairs], pool.map(lambda pair: follow(*pair), pairs)))
                 twins = _agreeing(outcomes, original_code, len(targets))
     finally:
         compiler.close()
@@ -716,8 +736,7 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
                 if not open_:
                     break
                 batch = beyond[start:start + step]
-                chunks = [batch[i::jobs] for i in range(jobs) if batch[i::jobs]]
-                by_key = {c.target: c for part in pool.map(original_on, chunks) for c in part}
+                by_key = {c.target: c for part in pool.map(original_on, _chunks(batch, jobs)) for c in part}
                 reference = [by_key[t.key] for t in batch]
                 failed = next((c for c in reference if not c.ok), None)
                 if failed is not None:
@@ -765,10 +784,15 @@ def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], tar
     return [source for group in groups.values() if len(group) > 1 for source in group]
 
 
+def _chunks(targets: list[CompileTarget], jobs: int) -> list[list[CompileTarget]]:
+    """``targets`` dealt round-robin to at most ``jobs`` compilers."""
+    return [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
+
+
 def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout,
                     backend: Backend) -> list[Compiled]:
     """Every target of one source, split over ``jobs`` compiler processes."""
-    chunks = [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
+    chunks = _chunks(targets, jobs)
     with _compile_pool(len(chunks)) as pool:
         results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout,
                                                                backend=backend),

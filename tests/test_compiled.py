@@ -115,6 +115,23 @@ def test_the_original_is_compiled_once_per_configuration_beyond_the_suite(target
     assert sorted(beyond_compiles) == sorted(t.key for t in beyond)
 
 
+def test_duplicates_over_many_targets_are_settled_by_one_spread_compile_and_a_follower(tmp_path):
+    """Two mutants with the same code where they part from the original: the first is
+    compiled for every other target (spread over the compilers), the second follows it and,
+    its IR being the first's, compiles nothing more; the verdict is a duplicate."""
+    several = compile_targets([SMALL, Case(heads=32, head_dim=64, kv_block=5),
+                               Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)], every_launch=False)
+    assert len(several) == 3
+    twins = {"split-plus-one": MUTANTS["split-plus-one"], "one-plus-split": MUTANTS["one-plus-split"]}
+    verdicts = classify(KERNEL_SOURCE, twins, several, jobs=2, cache_dir=tmp_path)
+    assert verdicts["split-plus-one"].kind == "distinct"
+    assert verdicts["one-plus-split"].kind == "duplicate"
+    assert verdicts["one-plus-split"].duplicate_of == "split-plus-one"
+    # the original's and the first's for every target; the second's only where both were
+    # compiled side by side before they were seen to agree
+    assert _cubins(tmp_path) == 2 * len(several) + 1, "the follower was compiled although its IR is the first's"
+
+
 def test_every_launch_a_check_makes_is_a_target():
     """A case with knobs is called fresh, into a caller's strided out, and untuned: the
     strided out's row stride is a specialization of its own, the untuned call may be
