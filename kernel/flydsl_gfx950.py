@@ -34,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import flydsl.compiler as flyc
@@ -43,14 +43,22 @@ import torch
 from flydsl._mlir.extras import types as T
 from flydsl.expr import rocdl
 
+from kernel.gfx950_config import (
+    DEFAULT_NUM_WAVES,
+    DEFAULT_SUBTILES,
+    LANE_GROUPS,
+    LANE_K_BYTES,
+    MFMA_K,
+    MFMA_ROWS,
+    NUM_WAVES_CHOICES,
+    PRESHUFFLE_TILE,
+    SUBTILES_CHOICES,
+    WAVE_SIZE,
+    KernelConfig,
+)
 from kernel.validation import check_inputs
 
 # -- the MFMA shape: 16 heads x 16 tokens x 128 channels, 64 lanes --
-WAVE_SIZE = 64
-MFMA_ROWS = 16  # heads per MFMA (A side) and tokens per MFMA (B side)
-MFMA_K = 128  # fp8 channels per MFMA
-LANE_GROUPS = WAVE_SIZE // MFMA_ROWS  # 4 groups of 16 lanes
-LANE_K_BYTES = MFMA_K // LANE_GROUPS  # 32 channels (bytes) per lane per K step
 OUT_ROWS_PER_LANE = MFMA_ROWS // LANE_GROUPS  # 4 heads of the 16x16 result per lane
 E8M0_ONE = 127  # block scale 2^0: the scaled MFMA computes a plain product
 
@@ -59,13 +67,8 @@ SCALE_BYTES = 4
 WORD_BYTES = 4  # q and kv are addressed as 32-bit words
 OPERAND_WORDS = LANE_K_BYTES // WORD_BYTES  # one lane's A or B operand: 8 words
 LOAD_WORDS = 4  # 16 bytes, the widest global load
-PRESHUFFLE_TILE = 16  # shuffle_weight(16, 16): 16 tokens x 16 channels per 256-byte sub-tile
 
 GFX950 = "gfx950"
-DEFAULT_NUM_WAVES = 4
-NUM_WAVES_CHOICES = (1, 2, 4, 8)
-DEFAULT_SUBTILES = 2
-SUBTILES_CHOICES = (1, 2, 4)
 
 
 @flyc.kernel
@@ -290,44 +293,6 @@ def launch_paged_mqa_logits(
 
 
 # -- compiling without a device --------------------------------------------------------------
-
-@dataclass(frozen=True)
-class KernelConfig:
-    """The compile-time parameters of one kernel: a distinct ISA each."""
-
-    heads: int = 64
-    head_dim: int = 128
-    kv_block: int = 64
-    preshuffle: bool = False
-    next_n: int = 1
-    num_waves: int = DEFAULT_NUM_WAVES  # waves per program
-    subtiles: int = DEFAULT_SUBTILES  # 16-token sub-tiles per wave per tile: loads in flight
-    has_next_n_lens: bool = False
-
-    def check(self) -> None:
-        if self.heads < MFMA_ROWS or self.heads % MFMA_ROWS:
-            raise ValueError(f"heads: the gfx950 kernel needs a multiple of {MFMA_ROWS}, got {self.heads}")
-        if self.head_dim < LANE_K_BYTES or self.head_dim % LANE_K_BYTES:
-            raise ValueError(f"head_dim: the gfx950 kernel needs a multiple of {LANE_K_BYTES}, got {self.head_dim}")
-        if self.preshuffle and self.kv_block % PRESHUFFLE_TILE:
-            raise ValueError(f"preshuffle: needs a kv_cache block size KVB divisible by 16, got KVB={self.kv_block}")
-        if self.kv_block < 1 or self.next_n < 1:
-            raise ValueError(f"kv_block and next_n must be positive, got {self.kv_block} and {self.next_n}")
-        if self.num_waves not in NUM_WAVES_CHOICES:
-            raise ValueError(f"num_waves: expected one of {NUM_WAVES_CHOICES}, got {self.num_waves!r}")
-        if self.subtiles not in SUBTILES_CHOICES:
-            raise ValueError(f"subtiles: expected one of {SUBTILES_CHOICES}, got {self.subtiles!r}")
-
-    @property
-    def block_n(self) -> int:
-        """Tokens per tile."""
-        return self.num_waves * self.subtiles * MFMA_ROWS
-
-    def constexprs(self) -> tuple:
-        """The kernel's meta-parameters, in its order."""
-        return (self.next_n, self.heads, self.head_dim, self.kv_block, self.preshuffle,
-                self.has_next_n_lens, self.num_waves, self.subtiles)
-
 
 class CompileError(RuntimeError):
     """The FlyDSL compile of a configuration failed (or the compiler process died)."""

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 from mutants.compiled import Backend, CompileTarget
@@ -49,9 +50,7 @@ def normalize_isa(isa: str) -> str:
 
 def config_target(case: Gfx950Case) -> CompileTarget:
     """The compile target of a case's kernel configuration (``KernelConfig`` fields)."""
-    config = {"heads": case.heads, "head_dim": case.head_dim, "kv_block": case.kv_block,
-              "preshuffle": case.preshuffle, "next_n": case.next_n, "num_waves": case.num_waves,
-              "subtiles": case.subtiles, "has_next_n_lens": case.ragged}
+    config = asdict(case.config())
     parts = []
     for name, short in KEY_FIELDS:
         value = config[name]

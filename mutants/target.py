@@ -15,7 +15,10 @@ one in the kernel body. Each mutated file declares the code of it that is mutate
 Mutant ids: ``<operator>-<n>`` in the device code, ``<file stem>:<operator>-<n>`` in host
 code, so that ids stay unique across files and kernel ids do not move when host code changes.
 
-A target also owns how its mutants are judged: its suites (the cases, by suite name), and its
+A target also owns how its mutants are judged: its suites (the cases, by suite name; each
+case kind's ``tuning()`` is the target's tuning mapping, the knobs a case calls its op with:
+the Triton op's tile, warps, stages and splits, the gfx950 kernel's waves, sub-tiles and
+splits), and its
 compile space (a `CompileSpace`): the configurations a suite compiles and the declared
 compile-time space, the compiler backend that classifies its device mutants by their machine
 code (Hopper SASS, gfx950 ISA), and whether a device of this machine executes it. Two targets

@@ -1,10 +1,10 @@
 """Cases for the FlyDSL gfx950 kernel (``kernel.flydsl_gfx950``): its suites, and the check
 a gfx950 device runs them with.
 
-A case is a compile-time configuration of the kernel (``KernelConfig``: heads, head dim,
-block size and layout, next_n, whether ``next_n_lens`` is given, and the structural knobs,
-waves per program and 16-token sub-tiles per wave, whose product sets the tile width) and a
-call of it (batch, context lengths, split count). The waves and sub-tiles are compile-time
+A case is a compile-time configuration of the kernel (its ``KernelConfig`` fields: heads,
+head dim, block size and layout, next_n, whether ``next_n_lens`` is given, and the structural
+knobs, waves per program and 16-token sub-tiles per wave, whose product sets the tile width)
+and a call of it (batch, context lengths, split count). The waves and sub-tiles are compile-time
 axes: a bug in how waves share a tile (a wave's offset scaled by the wrong count) leaves
 one wave per program correct and breaks every multi-wave variant.
 
@@ -21,30 +21,19 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
+from kernel.gfx950_config import KernelConfig
 from oracle import compare_logits, make_inputs, reference_logits
 
-# tokens per sub-tile: a wave's 16-token MFMA column block (kernel.flydsl_gfx950.MFMA_ROWS)
-SUBTILE_TOKENS = 16
+RUNTIME_FIELDS = ("batch", "splits")
 
 
 @dataclass(frozen=True)
-class Gfx950Case:
-    # compile-time: one KernelConfig each
-    heads: int = 64
-    head_dim: int = 128
-    kv_block: int = 64
-    preshuffle: bool = False
-    next_n: int = 1
-    num_waves: int = 4
-    subtiles: int = 2
-    ragged: bool = False  # next_n_lens given, some sequences with fewer live rows
-    # runtime
+class Gfx950Case(KernelConfig):
+    """The configuration's fields (``has_next_n_lens``: next_n_lens given, some sequences with
+    fewer live rows), then the call's."""
+
     batch: int = 2
     splits: int = 1
-
-    @property
-    def block_n(self) -> int:
-        return self.num_waves * self.subtiles * SUBTILE_TOKENS
 
     @property
     def context_lens(self) -> list[int]:
@@ -54,7 +43,7 @@ class Gfx950Case:
 
     @property
     def next_n_lens(self) -> list[int] | None:
-        if not self.ragged:
+        if not self.has_next_n_lens:
             return None
         return [1 + b % self.next_n for b in range(self.batch)]
 
@@ -65,22 +54,17 @@ class Gfx950Case:
     @property
     def id(self) -> str:
         layout = "preshuffle" if self.preshuffle else "flat"
-        lens = "-nnl_ragged" if self.ragged else ""
+        lens = "-nnl_ragged" if self.has_next_n_lens else ""
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
                 f"-waves{self.num_waves}-sub{self.subtiles}-b{self.batch}-split{self.splits}")
 
-    def config(self):
-        """The kernel's compile-time parameters (imports flydsl)."""
-        from kernel.flydsl_gfx950 import KernelConfig
-
-        return KernelConfig(heads=self.heads, head_dim=self.head_dim, kv_block=self.kv_block,
-                            preshuffle=self.preshuffle, next_n=self.next_n, num_waves=self.num_waves,
-                            subtiles=self.subtiles, has_next_n_lens=self.ragged)
+    def config(self) -> KernelConfig:
+        """The kernel's compile-time parameters."""
+        return KernelConfig(**{f.name: getattr(self, f.name) for f in fields(KernelConfig)})
 
     @property
     def compile_key(self) -> tuple:
-        runtime = ("batch", "splits")
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in runtime)
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS)
 
     def tuning(self) -> dict:
         """The launcher's keywords for this case's tile shape and split count."""
@@ -106,7 +90,7 @@ AXES = {
     "next_n": (1, 2, 3),
     "num_waves": (4, 1, 2, 8),
     "subtiles": (2, 1, 4),
-    "ragged": (False, True),
+    "has_next_n_lens": (False, True),
 }
 LAYOUTS = ((64, False), (16, False), (1, False), (64, True), (16, True))
 
@@ -116,7 +100,7 @@ def _one_axis_off_base() -> list[Gfx950Case]:
     for axis, values in AXES.items():
         for value in values[1:]:
             changed = {axis: value}
-            if axis == "ragged":
+            if axis == "has_next_n_lens":
                 changed["next_n"] = 2  # ragged lengths need a second row
             cases.append(Gfx950Case(**changed))
     return cases
@@ -135,7 +119,7 @@ def curated() -> list[Gfx950Case]:
 def exhaustive() -> list[Gfx950Case]:
     cases = [Gfx950Case(kv_block=kvb, preshuffle=pre, num_waves=w, subtiles=s)
              for (kvb, pre), w, s in itertools.product(LAYOUTS, AXES["num_waves"], AXES["subtiles"])]
-    cases += [Gfx950Case(heads=h, head_dim=d, next_n=nn, ragged=ragged, preshuffle=pre)
+    cases += [Gfx950Case(heads=h, head_dim=d, next_n=nn, has_next_n_lens=ragged, preshuffle=pre)
               for h, d, nn, ragged, pre in itertools.product(AXES["heads"], (64, 128), (1, 2), (False, True),
                                                              (False, True))
               if not (ragged and nn == 1)]

@@ -81,7 +81,7 @@ def _reference_op(wrong: bool):
 
 
 def test_the_gfx950_check_passes_the_right_answer_and_fails_a_wrong_cell():
-    case = Gfx950Case(num_waves=2, subtiles=1, next_n=2, ragged=True)
+    case = Gfx950Case(num_waves=2, subtiles=1, next_n=2, has_next_n_lens=True)
     check_gfx950_case(case, _reference_op(wrong=False), "cpu")
     with pytest.raises(AssertionError):
         check_gfx950_case(case, _reference_op(wrong=True), "cpu")

@@ -172,3 +172,21 @@ def test_a_catalog_bug_is_looked_for_only_in_the_code_of_its_side():
                                      mutate=lambda node: node.with_changes(value=cst.Integer("1")))
     (mutant,) = catalog_mutants(catalog=(fewer_programs,))
     assert mutant.after.strip() == "PROGRAMS_PER_SM = 1" and MODULE_LEVEL not in mutant.description
+
+
+@pytest.mark.parametrize("name", ["triton", "gfx950"])
+def test_every_tuning_a_targets_cases_pass_is_a_keyword_of_its_op(name):
+    """A target's tuning mapping is its cases' ``tuning()``: the knobs each case calls the
+    target's op with (the Triton op's tile, warps, stages and splits; the gfx950 kernel's
+    waves, sub-tiles and splits). Each must be a keyword the op takes."""
+    import importlib
+    import inspect
+
+    target = cli.TARGETS[name]
+    module, function = target.op.split(":")
+    op = getattr(importlib.import_module(module), function)
+    # named keywords, and the knobs an op taking **tuning declares beside it
+    keywords = set(inspect.signature(op).parameters) | set(getattr(inspect.getmodule(op), "TUNING_KNOBS", ()))
+    used = {key for suite in ("curated", "exhaustive") for case in target.cases(suite)
+            if hasattr(case, "tuning") for key in case.tuning()}
+    assert used and used <= keywords, used - keywords
