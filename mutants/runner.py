@@ -776,7 +776,8 @@ class _Scheduler:
         clock = self.runner.clock
         if message[0] == "ready":
             self.failed_starts = 0
-            clock.add("start-up", time.monotonic() - worker.born)
+            # until it was ready, not until it was asked for: a spare may wait ready for long
+            clock.add("start-up", (message[1] if len(message) > 1 else time.monotonic()) - worker.born)
             worker.became_ready(self.runner.case_dicts)
             worker.enter("import" if worker.progress else "idle")
         elif message[0] == "loaded":

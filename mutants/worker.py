@@ -10,7 +10,7 @@ A task is a share of one mutant's cases; consecutive shares of the same overlay 
 op already imported from it.
 
 Messages to the parent, over a pipe:
-    ("ready",)
+    ("ready", when)   when: its time.monotonic(), one clock for every process of the machine
     ("loaded", seconds)   the op imported afresh from a task's overlay
     ("start", case_index)
     ("compiling", kernel)   Triton compiles a kernel, or loads it from its cache (not on the CPU)
@@ -144,7 +144,7 @@ def _serve(conn, device: str, op: str) -> None:
     from suites.runnable import check, from_dict
 
     _report_compiles(conn)
-    conn.send(("ready",))
+    conn.send(("ready", time.monotonic()))
     loaded = None  # (overlay, op): the shares of one mutant reuse its import and its compiled kernels
     while True:
         task = conn.recv()

@@ -161,7 +161,7 @@ def test_ctrl_c_while_a_worker_starts_is_not_its_own(tmp_path):
     try:
         os.kill(worker.process.pid, signal.SIGINT)
         assert worker.conn.poll(120), "the worker never reported ready"
-        assert worker.conn.recv() == ("ready",)
+        assert worker.conn.recv()[0] == "ready"
     finally:
         worker.kill()
 
@@ -558,7 +558,7 @@ def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
     worker.start()
     child.close()
     case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
-    assert parent.recv() == ("ready",)
+    assert parent.recv()[0] == "ready"
     parent.send((str(tmp_path), [case], True, False))
     messages = [parent.recv() for _ in range(4)]
     parent.send(None)
@@ -683,3 +683,19 @@ def test_cuda_runs_keep_spare_workers_to_replace_those_a_fault_ends(tmp_path, mo
     assert len(runner.idle_workers) == 2 * runner_module.SPARE_WORKERS  # and another spare starts
     runner.idle_workers = []
     runner.close()
+
+
+def test_a_workers_start_up_ends_when_it_is_ready_not_when_a_batch_takes_it(tmp_path, started_workers):
+    runner = _runner(tmp_path, smoke()[:1])
+    runner.jobs = 1
+    try:
+        runner.prestart()
+        (worker,) = started_workers
+        assert worker.conn.poll(120), "the worker never reported ready"
+        ready_after = time.monotonic() - worker.born
+        time.sleep(3.0)  # ready and idle, waiting for a batch
+        runner.baseline()
+        assert len(started_workers) == 1
+        assert runner.clock.worker["start-up"] <= ready_after + 0.5
+    finally:
+        runner.close()
