@@ -45,7 +45,9 @@ the compile cache; the machine code after that stage is a function of that IR, t
 and the GPU, so a source whose IR another source already had (an expression that folds to the
 same value, ``x * 1``, a comment, a renamed local) takes that source's digest without the
 rest of the compile. Mutants that match the original on every target, the expensive ones to
-prove, are most often such sources.
+prove, are most often such sources. A source that matched the original on the targets before is
+also looked up by its LLVM IR (the GPU IR passes and LLVM run, ``ptxas`` does not): a
+difference those passes remove costs half a compile, not a whole one.
 
 Compile once: a kernel is compiled exactly as Triton's JIT would compile it at launch (the
 same specialization, attributes and options, through the JIT's own argument packing), into
@@ -82,7 +84,7 @@ GPU_TARGET = ("cuda", 90, 32)
 # its cache on this variable, so the workers that share the cache set it too.
 CODE_ENV = {"TRITON_DISABLE_LINE_INFO": "1"}
 COMPILER_ENV = {"TRITON_INTERPRET": "0", **CODE_ENV}
-# where compiler processes record the machine code each front-end IR gave (``_front_end_key``)
+# where compiler processes record the machine code each lowered IR gave (``_Memo``)
 FRONT_END_MEMO_ENV = "KMUT_FRONT_END_MEMO"
 # signals a compiler dies of by itself (an LLVM abort, a segfault), so the same source
 # dies again: unlike a SIGKILL from outside, such a death is cached
@@ -129,7 +131,9 @@ class Backend:
     artifact: str  # what is compared, in verdicts: "sass", "gfx950 isa"
     toolchain: str  # the distribution whose version keys cached outcomes
     prepare: Callable[[str], None]  # (workdir): the process's environment, before any compile
-    digest: Callable[..., str]  # (module, target, workdir) -> sha256 of the normalized artifact
+    # (module, target, workdir, probe_lowered=...) -> sha256 of the normalized artifact;
+    # probe_lowered: the source matched the original on the targets before, a deeper memo may pay
+    digest: Callable[..., str]
 
 
 @dataclass(frozen=True)
@@ -886,7 +890,10 @@ def _serve(backend: Backend) -> None:
                     outcome = Compiled(target.key, False, "", load_error)
                 else:
                     try:
-                        outcome = Compiled(target.key, True, backend.digest(module, target, workdir), "")
+                        # a source that matched the original so far: worth the deeper memo probe
+                        likely_same = stop_unless is not None and index > 0
+                        outcome = Compiled(target.key, True,
+                                           backend.digest(module, target, workdir, probe_lowered=likely_same), "")
                     except Exception as error:
                         outcome = Compiled(target.key, False, "", _summarize(error, workdir))
                 protocol.write(json.dumps(asdict(outcome)) + "\n")
@@ -918,7 +925,14 @@ def _import_source(source: str, workdir: Path):
     return module
 
 
-def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
+def _compile_digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool = False) -> str:
+    """The digest of the normalized SASS of ``module``'s kernel(s) for ``target``: from the
+    memo when an earlier source lowered to the same IR, else compiled (and memoized).
+
+    The memo is looked up by the IR after Triton's IR stage, which costs a fraction of a
+    compile; with ``probe_lowered`` (a source that matched the original on the targets
+    before this one, so likely equal here too) also by the LLVM IR, which costs about half a
+    compile and catches sources whose difference the GPU IR passes and LLVM remove."""
     from triton.runtime.jit import JITFunction
 
     wanted = {name for name, _ in target.signature} | {name for name, _ in target.constexprs}
@@ -930,68 +944,108 @@ def _compile_digest(module, target: CompileTarget, workdir: str) -> str:
     )
     if not kernels:
         raise LookupError(f"no @triton.jit kernel with parameters {sorted(wanted)}")
-    entry = _memo_entry(kernels, target, module.__name__)
-    if entry is not None and entry.exists():
-        return entry.read_text()
-    normalized = "".join(_normalized_sass(_compile(fn, target), fn.__name__, workdir) for fn in kernels)
+    memo = _Memo.open(kernels, target, module.__name__)
+    if memo is not None:
+        found = memo.front_digest() or (memo.lowered_digest() if probe_lowered else None)
+        if found is not None:
+            memo.record(found)
+            return found
+    compiled = [_compile(fn, target) for fn in kernels]
+    normalized = "".join(_normalized_sass(c.asm["cubin"], fn.__name__, workdir) for fn, c in zip(kernels, compiled))
     digest = hashlib.sha256(normalized.encode()).hexdigest()
-    if entry is not None:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        partial = entry.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(digest)
-        partial.replace(entry)
+    if memo is not None:
+        memo.record(digest, lowered=[c.asm["llir"] for c in compiled])
     return digest
 
 
-def _memo_entry(kernels, target: CompileTarget, module_name: str) -> Path | None:
-    """The memo file for this source's front-end IR; None without a memo, or when the front
-    end cannot be run apart (a Triton whose API differs): then the source is compiled."""
-    memo = os.environ.get(FRONT_END_MEMO_ENV)
-    if not memo:
-        return None
-    try:
-        return Path(memo) / _front_end_key(kernels, target, module_name)
-    except Exception:  # noqa: BLE001  (the full compile that follows reports any real error)
-        return None
+class _Memo:
+    """The memo entries of one source's kernels at one target: the digest their machine code
+    has, keyed by their IR after Triton's IR stage ("front") and by their LLVM IR
+    ("lowered"), without locations, the module's own name replaced. Every later stage is a
+    function of either IR, the options and the GPU, so two sources with the same key compile
+    to the same machine code, and the second need not be compiled at all."""
+
+    def __init__(self, root: Path, kernels, target: CompileTarget, module_name: str):
+        self.root, self.target, self.module_name = root, target, module_name
+        self.lowerings = [_Lowering(fn, target) for fn in kernels]
+        self.front = root / self._key("front", [lowering.front for lowering in self.lowerings])
+        self.lowered: Path | None = None
+
+    @classmethod
+    def open(cls, kernels, target: CompileTarget, module_name: str) -> "_Memo | None":
+        """None without a memo, or when the stages cannot be run apart (a Triton whose API
+        differs): then the source is compiled."""
+        root = os.environ.get(FRONT_END_MEMO_ENV)
+        if not root:
+            return None
+        try:
+            return cls(Path(root), kernels, target, module_name)
+        except Exception:  # noqa: BLE001  (the full compile that follows reports any real error)
+            return None
+
+    def _key(self, stage: str, texts: list[str]) -> str:
+        import triton
+
+        parts = [str(CACHE_FORMAT), triton.__version__, self.target.key, stage]
+        for lowering, text in zip(self.lowerings, texts, strict=True):
+            parts += [repr(sorted(lowering.options.items())), text.replace(self.module_name, "<module>")]
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+    def front_digest(self) -> str | None:
+        return self.front.read_text() if self.front.exists() else None
+
+    def lowered_digest(self) -> str | None:
+        try:
+            self.lowered = self.root / self._key("lowered", [_lowered_text(lowering.llir())
+                                                             for lowering in self.lowerings])
+        except Exception:  # noqa: BLE001  (a stage that cannot run apart: the compile decides)
+            return None
+        return self.lowered.read_text() if self.lowered.exists() else None
+
+    def record(self, digest: str, lowered: list[str] | None = None) -> None:
+        """``digest`` under every key known for this source; ``lowered``: its kernels' LLVM IR
+        as the compile made it."""
+        keys = [self.front, self.lowered]
+        if lowered is not None:
+            keys.append(self.root / self._key("lowered", [_lowered_text(text) for text in lowered]))
+        for entry in filter(None, keys):
+            if entry.exists():
+                continue
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            partial = entry.with_suffix(f".{os.getpid()}.tmp")
+            partial.write_text(digest)
+            partial.replace(entry)
 
 
-def _front_end_key(kernels, target: CompileTarget, module_name: str) -> str:
-    """A name for what the front end and the Triton IR stage make of ``kernels`` for
-    ``target``: their IR without source locations, the module's own name replaced. Every
-    later stage is a function of that IR, the options and the GPU, so two sources with the
-    same key compile to the same machine code, and the second need not be compiled at all."""
-    import triton
+class _Lowering:
+    """One kernel's stages for one target, run by hand as ``triton.compile`` runs them: the
+    front end and the IR stage at once (``front``: that IR's text), the GPU IR and LLVM IR
+    stages on demand (``llir()``)."""
 
-    parts = [str(CACHE_FORMAT), triton.__version__, target.key]
-    for fn in kernels:
-        ir_text, options = _front_end_ir(fn, target)
-        parts += [repr(sorted(options.items())), ir_text.replace(module_name, "<module>")]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    def __init__(self, fn, target: CompileTarget):
+        import inspect
 
+        from triton._C.libtriton import ir
+        from triton.compiler import make_backend
 
-def _front_end_ir(fn, target: CompileTarget) -> tuple[str, dict]:
-    """(Triton IR for ``target`` after the front end and the Triton IR stage, without
-    locations; the options)."""
-    import inspect
+        source, self.options, gpu = jit_source(fn, target)
+        backend = make_backend(gpu)
+        parsed = backend.parse_options(dict(self.options, **source.parse_options()))
+        self.context = ir.context()
+        ir.load_dialects(self.context)
+        backend.load_dialects(self.context)
+        arguments = [parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(), self.context]
+        if "target" in inspect.signature(source.make_ir).parameters:
+            arguments.insert(0, gpu)
+        self.stages: dict = {}
+        backend.add_stages(self.stages, parsed, source.language)
+        self.metadata: dict = {}
+        self.module = self.stages["ttir"](source.make_ir(*arguments), self.metadata)
+        text = self.module.str_nodebug() if hasattr(self.module, "str_nodebug") else _without_locations(self.module.str())
+        self.front = _constants_sorted(text)
 
-    from triton._C.libtriton import ir
-    from triton.compiler import make_backend
-
-    source, options, gpu = jit_source(fn, target)
-    backend = make_backend(gpu)
-    parsed = backend.parse_options(dict(options, **source.parse_options()))
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    arguments = [parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(), context]
-    if "target" in inspect.signature(source.make_ir).parameters:
-        arguments.insert(0, gpu)
-    module = source.make_ir(*arguments)
-    stages: dict = {}
-    backend.add_stages(stages, parsed, source.language)
-    module = stages["ttir"](module, {})
-    text = module.str_nodebug() if hasattr(module, "str_nodebug") else _without_locations(module.str())
-    return _constants_sorted(text), options
+    def llir(self) -> str:
+        return self.stages["llir"](self.stages["ttgir"](self.module, self.metadata), self.metadata)
 
 
 _CONSTANT = re.compile(r"\s*%\w+ = arith\.constant ")
@@ -1011,16 +1065,23 @@ def _constants_sorted(text: str) -> str:
     return "\n".join(out[:-1])
 
 
+def _lowered_text(llir: str) -> str:
+    """LLVM IR without debug records (line info is off; any left are dropped all the same)."""
+    lines = [line for line in llir.splitlines() if not line.startswith("!")]
+    return "\n".join(re.sub(r", !dbg !\d+", "", line) for line in lines)
+
+
 def _without_locations(text: str) -> str:
     lines = [line for line in text.splitlines() if not line.startswith("#loc")]
     return "\n".join(re.sub(r" loc\(#loc\d*\)", "", line) for line in lines)
 
 
-def _compile(fn, target: CompileTarget) -> bytes:
+def _compile(fn, target: CompileTarget):
+    """The kernel compiled for ``target`` as the JIT would, into Triton's cache."""
     import triton
 
     source, options, gpu = jit_source(fn, target)
-    return triton.compile(source, target=gpu, options=options).asm["cubin"]
+    return triton.compile(source, target=gpu, options=options)
 
 
 def jit_source(fn, target: CompileTarget):

@@ -70,8 +70,8 @@ def _prepare(workdir: str) -> None:
     os.environ.update(compile_only_environment(toolkit))
 
 
-def _digest(module, target: CompileTarget, workdir: str) -> str:
-    """Compile ``module``'s kernel for ``target`` and hash its normalized ISA."""
+def _digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool = False) -> str:
+    """Compile ``module``'s kernel for ``target`` and hash its normalized ISA (FlyDSL has no memo to probe)."""
     dump_dir = Path(tempfile.mkdtemp(prefix="isa-", dir=workdir))
     os.environ["FLYDSL_DUMP_DIR"] = str(dump_dir)
     try:

@@ -364,8 +364,20 @@ def test_a_source_whose_front_end_ir_is_the_originals_is_not_compiled_again(targ
     assert _cubins(tmp_path) == compiled_once + 1
 
 
+def test_a_source_that_matched_so_far_and_lowers_to_the_originals_llvm_ir_is_not_compiled_again(tmp_path):
+    """A dead row's causal bound -1 -> -2: other Triton IR (the constant), the same LLVM IR
+    once the GPU passes and LLVM are done. Its first target is compiled; on the next ones,
+    having matched the original, it is looked up by its LLVM IR and compiles nothing."""
+    several = compile_targets([SMALL, Case(heads=32, head_dim=64, kv_block=5),
+                               Case(heads=32, head_dim=64, kv_block=16, preshuffle=True)], every_launch=False)
+    mutant = mutate(KERNEL_SOURCE, "context_len - live_rows + offs_m, -1)", "context_len - live_rows + offs_m, -2)")
+    verdicts = classify(KERNEL_SOURCE, {"dead-row-bound": mutant}, several, jobs=1, cache_dir=tmp_path)
+    assert verdicts["dead-row-bound"].kind == "equivalent"
+    assert _cubins(tmp_path) == len(several) + 1, "a source with the original's LLVM IR was compiled again"
+
+
 def test_a_front_end_that_cannot_run_apart_leaves_the_source_to_a_full_compile(targets, tmp_path, monkeypatch):
     monkeypatch.setenv(compiled.FRONT_END_MEMO_ENV, str(tmp_path))
-    assert compiled._memo_entry([object()], targets[0], "module") is None
+    assert compiled._Memo.open([object()], targets[0], "module") is None
     monkeypatch.delenv(compiled.FRONT_END_MEMO_ENV)
-    assert compiled._memo_entry([object()], targets[0], "module") is None
+    assert compiled._Memo.open([object()], targets[0], "module") is None
