@@ -954,7 +954,8 @@ def _compile_digest(module, target: CompileTarget, workdir: str, *, probe_lowere
     normalized = "".join(_normalized_sass(c.asm["cubin"], fn.__name__, workdir) for fn, c in zip(kernels, compiled))
     digest = hashlib.sha256(normalized.encode()).hexdigest()
     if memo is not None:
-        memo.record(digest, lowered=[c.asm["llir"] for c in compiled])
+        lowered = [dict(c.asm).get("llir") for c in compiled]  # absent where a Triton keeps no LLVM IR
+        memo.record(digest, lowered=None if None in lowered else lowered)
     return digest
 
 
