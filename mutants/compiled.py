@@ -442,6 +442,7 @@ class _Compiler:
     running: set = set()
     running_lock = threading.Lock()
     stopping = threading.Event()
+    answered = 0  # configurations every compiler process of this run has answered for, in all
 
     COMMAND = (sys.executable, "-m", "mutants.compiled")  # then the backend's locator
 
@@ -528,6 +529,14 @@ class _Compiler:
             if message.get("end"):
                 return outcomes
             outcomes.append((Compiled(**message), True))
+            with _Compiler.running_lock:
+                _Compiler.answered += 1
+
+
+def compiles_answered() -> int:
+    """How many (source, configuration) compiles the compiler processes have answered, in all:
+    what a display shows of a classification whose mutants are slow to finish."""
+    return _Compiler.answered
 
 
 def _stop_every_compile() -> None:

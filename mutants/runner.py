@@ -63,6 +63,7 @@ OVERLAY_PREFIX = "kmut-overlays-"
 # first few cases; a survivor's rest goes out in shares to the workers that are idle
 SHARE_CASES = 8
 SPARE_WORKERS = 4  # per GPU: started ahead, to replace workers a device fault ends
+COMPILE_TICK = 5.0  # seconds between the classification's counts of configurations compiled
 
 
 class BaselineError(RuntimeError):
@@ -392,31 +393,32 @@ class Runner:
         decided = 0
         if progress:
             progress("compile", 0, len(pending))
-        for path in sorted({m.path for m in pending}):
-            group = [m for m in pending if m.path == path]
-            report = (lambda done_, total: progress("compile", done_, total)) if progress else None
-            walked = (lambda done_, total: progress("beyond", done_, total)) if progress else None
-            verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
-                                beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
-                                progress=report, backend=self.space.backend, beyond_progress=walked)
-            for mutant in group:
-                verdict = verdicts[mutant.id]
-                if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
-                    outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
-                elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
-                    continue
-                elif verdict.kind == UNREACHED:
-                    outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                elif verdict.kind == UNPROVEN:
-                    outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                elif not self.executes:  # distinct: its code differs, and nothing here runs it
-                    outcome, detail = NEEDS_GFX950, self._needs_device(verdict)
-                else:  # distinct: its cases decide, starting where its code was seen to differ
-                    self.differs_at[mutant.id] = verdict.detail
-                    continue
-                self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,
-                                                   outcome=outcome, detail=detail))
-                decided += 1
+        with _compile_ticker(progress):
+            for path in sorted({m.path for m in pending}):
+                group = [m for m in pending if m.path == path]
+                report = (lambda done_, total: progress("compile", done_, total)) if progress else None
+                walked = (lambda done_, total: progress("beyond", done_, total)) if progress else None
+                verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
+                                    beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
+                                    progress=report, backend=self.space.backend, beyond_progress=walked)
+                for mutant in group:
+                    verdict = verdicts[mutant.id]
+                    if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
+                        outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
+                    elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
+                        continue
+                    elif verdict.kind == UNREACHED:
+                        outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                    elif verdict.kind == UNPROVEN:
+                        outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                    elif not self.executes:  # distinct: its code differs, and nothing here runs it
+                        outcome, detail = NEEDS_GFX950, self._needs_device(verdict)
+                    else:  # distinct: its cases decide, starting where its code was seen to differ
+                        self.differs_at[mutant.id] = verdict.detail
+                        continue
+                    self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,
+                                                       outcome=outcome, detail=detail))
+                    decided += 1
         return decided
 
     def _needs_device(self, verdict) -> str:
@@ -625,6 +627,32 @@ def _sigint_ignored():
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _compile_ticker(progress, every: float | None = None):
+    """While classification compiles, tell a display that shows worker status
+    (``progress.workers``) how many configurations the compilers have answered: a mutant
+    whose code matches the original compiles every configuration before it counts as done."""
+    show = getattr(progress, "workers", None)
+    if show is None:
+        yield
+        return
+    from mutants.compiled import compiles_answered
+
+    first, stop = compiles_answered(), threading.Event()
+
+    def tick():
+        while not stop.wait(COMPILE_TICK if every is None else every):
+            show("compile", f"compilers: {compiles_answered() - first} configurations compiled")
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _worker_devices(device: str) -> list[str]:

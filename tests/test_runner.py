@@ -699,3 +699,30 @@ def test_a_workers_start_up_ends_when_it_is_ready_not_when_a_batch_takes_it(tmp_
         assert runner.clock.worker["start-up"] <= ready_after + 0.5
     finally:
         runner.close()
+
+
+def test_a_classification_slow_to_finish_its_mutants_shows_the_configurations_compiled(tmp_path, monkeypatch):
+    """Mutants whose code matches the original compile every configuration before they
+    count as done: meanwhile a log still gets lines, with the compiles answered so far."""
+    import mutants.compiled as compiled
+
+    def slow_classify(original, mutants, targets, **kw):
+        for _ in range(3):
+            time.sleep(0.3)
+            compiled._Compiler.answered += 1
+        return {i: compiled.Verdict("equivalent", "sass", "same sass") for i in mutants}
+
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "classify", slow_classify)
+    monkeypatch.setattr(runner_module, "COMPILE_TICK", 0.1)
+    stream = io.StringIO()
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        runner.classify([_mutant("slow", read_source(KERNEL) + "\n# slow\n")], jobs=1,
+                        progress=ProgressPrinter(stream, heartbeat=0.0))
+    finally:
+        runner.close()
+    ticks = [line.rsplit("; compilers: ", 1)[1] for line in stream.getvalue().splitlines()
+             if line.startswith("compile: 0/1 mutants") and "; compilers: " in line]
+    counts = [int(tick.split()[0]) for tick in ticks]
+    assert counts and counts == sorted(counts) and 1 <= counts[-1] <= 3, ticks
