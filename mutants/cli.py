@@ -313,7 +313,7 @@ def _sweep(args, cluster) -> int:
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
               f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)
         clock = runner.clock
-        clock.phases["start-up"] = started - PROCESS_STARTED  # torch, Triton, the suite, the mutants
+        clock.add_phase("start-up", started - PROCESS_STARTED)  # torch, Triton, the suite, the mutants
         try:
             with clock.phase("baseline"):
                 runner.baseline()

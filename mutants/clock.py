@@ -24,7 +24,10 @@ class RunClock:
         try:
             yield
         finally:
-            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
+            self.add_phase(name, time.monotonic() - started)
+
+    def add_phase(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
 
     def add(self, part: str, seconds: float) -> None:
         self.worker[part] += seconds

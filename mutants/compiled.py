@@ -605,7 +605,20 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     _Compiler.stopping.clear()
     backend = backend or TRITON
     targets = diverse_order(targets)
-    reference = _compile_spread(original, targets, jobs, cache_dir, timeout, backend)
+    compilers = _Compilers(backend, cache_dir)
+    try:
+        return _classify(original, mutants, targets, compilers, beyond=beyond, beyond_budget=beyond_budget,
+                         jobs=max(1, jobs), cache_dir=cache_dir, progress=progress, timeout=timeout,
+                         beyond_progress=beyond_progress)
+    finally:
+        compilers.close()
+
+
+def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], compilers: "_Compilers", *,
+              beyond, beyond_budget, jobs: int, cache_dir, progress, timeout: float,
+              beyond_progress) -> dict[str, Verdict]:
+    """``classify`` with its compiler processes, lent to each compile in turn."""
+    reference = _compile_spread(original, targets, jobs, compilers, cache_dir, timeout)
     failed = [c for c in reference if not c.ok]
     if failed:
         raise RuntimeError(
@@ -617,56 +630,47 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     by_source: dict[str, list[str]] = {}
     for mutant_id, source in mutants.items():
         by_source.setdefault(source, []).append(mutant_id)
-    compiler = _ThreadCompilers(backend, cache_dir)
 
-    def until_different(source: str) -> list[Compiled]:
-        return _compile_until_different(compiler(), source, targets, original_code, cache_dir, timeout)
+    def until_different(source: str, reference: list[str], start: int = 0) -> list[Compiled]:
+        with compilers.lend() as compiler:
+            return _compile_until_different(compiler, source, targets[start:], reference, cache_dir, timeout)
 
-    def rest_of(source: str, chunk: list[CompileTarget]) -> list[Compiled]:
-        return compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout, compiler=compiler())
-
-    def follow(follower: str, leader: str) -> list[Compiled]:
+    def follow(pair: tuple[str, str]) -> list[Compiled]:
+        """A follower compiled beside its group's leader, until its code parts from the leader's."""
+        follower, leader = pair
         start = len(outcomes[follower])
         reference = [c.digest for c in outcomes[leader][start:]]
-        return outcomes[follower] + _compile_until_different(compiler(), follower, targets[start:], reference,
-                                                             cache_dir, timeout)
+        return outcomes[follower] + until_different(follower, reference, start)
 
     outcomes: dict[str, list[Compiled]] = {}
-    try:
-        with _compile_pool(max(1, jobs)) as pool:
-            futures = {pool.submit(until_different, source): source for source in by_source}
-            done = 0
-            for future in as_completed(futures):
-                source = futures[future]
-                outcomes[source] = future.result()
-                done += len(by_source[source])
-                if progress is not None:
-                    progress(done, len(mutants))
-            # Mutants whose code agrees so far: the first of each group is compiled for every
-            # target left, spread over the compilers; the others follow it until they part
-            # (a follower with the same IR takes each digest from the memo). Only true
-            # duplicates pay for every target; the groups the parted ones form go round again.
+    with _compile_pool(jobs) as pool:
+        futures = {pool.submit(until_different, source, original_code): source for source in by_source}
+        done = 0
+        for future in as_completed(futures):
+            source = futures[future]
+            outcomes[source] = future.result()
+            done += len(by_source[source])
+            if progress is not None:
+                progress(done, len(mutants))
+        # Mutants whose code agrees so far: the first of each group is compiled for every
+        # target left, spread over the compilers; the others follow it until they part
+        # (a follower with the same IR takes each digest from the memo). Only true
+        # duplicates pay for every target; the groups the parted ones form go round again.
+        twins = _agreeing(outcomes, original_code, len(targets))
+        while twins:
+            groups: dict[tuple, list[str]] = {}
+            for source in twins:
+                groups.setdefault(tuple(c.digest for c in outcomes[source]), []).append(source)
+            for leader, *_ in groups.values():
+                start = len(outcomes[leader])
+                outcomes[leader] += _compile_spread(leader, targets[start:], jobs, compilers, cache_dir, timeout)
+            pairs = [(follower, leader) for leader, *followers in groups.values() for follower in followers]
+            outcomes.update(zip([f for f, _ in pairs], pool.map(follow, pairs)))
             twins = _agreeing(outcomes, original_code, len(targets))
-            while twins:
-                groups: dict[tuple, list[str]] = {}
-                for source in twins:
-                    groups.setdefault(tuple(c.digest for c in outcomes[source]), []).append(source)
-                work = [(group[0], chunk) for group in groups.values()
-                        for chunk in _chunks(targets[len(outcomes[group[0]]):], jobs)]
-                for (leader, _), compiled_ in zip(work, pool.map(lambda item: rest_of(*item), work)):
-                    outcomes[leader] = outcomes[leader] + compiled_
-                for group in groups.values():
-                    by_key = {c.target: c for c in outcomes[group[0]]}
-                    outcomes[group[0]] = [by_key[t.key] for t in targets]
-                pairs = [(follower, group[0]) for group in groups.values() for follower in group[1:]]
-                outcomes.update(zip([f for f, _ in pairs], pool.map(lambda pair: follow(*pair), pairs)))
-                twins = _agreeing(outcomes, original_code, len(targets))
-    finally:
-        compiler.close()
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {
-        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, backend.artifact)
+        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, compilers.backend.artifact)
         for mutant_id, source in mutants.items()
     }
     candidates = [mutant_id for mutant_id, verdict in verdicts.items() if verdict.kind == "equivalent"]
@@ -675,25 +679,35 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
         beyond = [t for t in (beyond() if callable(beyond) else beyond) if t.key not in suite_keys]
     if candidates and beyond:
         verdicts.update(_judge_beyond(original, {i: mutants[i] for i in candidates}, len(targets),
-                                      diverse_order(beyond), jobs, cache_dir, timeout, beyond_budget, backend,
+                                      diverse_order(beyond), jobs, compilers, cache_dir, timeout, beyond_budget,
                                       beyond_progress))
     return verdicts
 
 
-class _ThreadCompilers:
-    """``compilers()``: the compiler process of the calling thread, started on its first call;
-    ``close()`` ends them all."""
+class _Compilers:
+    """The compiler processes of one classification: ``lend()`` gives a thread an idle one
+    (started on demand) for the length of a ``with`` block, so the original's compiles, the
+    mutants', the duplicates' and the proof beyond the suite reuse the same processes (each
+    imports torch and Triton once); ``close()`` ends them all."""
 
     def __init__(self, backend: Backend, cache_dir: Path | None):
         self.backend, self.cache_dir = backend, cache_dir
-        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.idle: list[_Compiler] = []
         self.started: list[_Compiler] = []
 
-    def __call__(self) -> _Compiler:
-        if not hasattr(self.local, "compiler"):
-            self.local.compiler = _Compiler(self.backend, self.cache_dir)
-            self.started.append(self.local.compiler)
-        return self.local.compiler
+    @contextmanager
+    def lend(self):
+        with self.lock:
+            compiler = self.idle.pop() if self.idle else None
+            if compiler is None:
+                compiler = _Compiler(self.backend, self.cache_dir)
+                self.started.append(compiler)
+        try:
+            yield compiler
+        finally:
+            with self.lock:
+                self.idle.append(compiler)
 
     def close(self) -> None:
         for each in self.started:
@@ -701,7 +715,7 @@ class _ThreadCompilers:
 
 
 def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, beyond: list[CompileTarget],
-                  jobs: int, cache_dir, timeout, budget: float | None, backend: Backend,
+                  jobs: int, compilers: _Compilers, cache_dir, timeout, budget: float | None,
                   progress=None) -> dict[str, Verdict]:
     """Equivalent, unreached or unproven, for mutants whose code equals the original's on
     every target of the suite: compiled on the rest of the declared space, until the first
@@ -714,20 +728,16 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
     steps; the original's are shared and count for none. ``progress(done, total)`` follows
     the configurations walked."""
     sources = list(dict.fromkeys(candidates.values()))
-    jobs = max(1, jobs)
     step = jobs * BEYOND_STEP_PER_COMPILER
     spent = dict.fromkeys(sources, 0.0)
     matched = dict.fromkeys(sources, 0)
     different: dict[str, Compiled] = {}
     open_ = list(sources)
-    compiler = _ThreadCompilers(backend, cache_dir)
-
-    def original_on(chunk: list[CompileTarget]) -> list[Compiled]:
-        return compile_source(original, chunk, cache_dir=cache_dir, timeout=timeout, compiler=compiler())
 
     def mutant_on(source: str, batch: list[CompileTarget], reference: list[str]) -> None:
         started = time.monotonic()
-        outcome = _compile_until_different(compiler(), source, batch, reference, cache_dir, timeout)
+        with compilers.lend() as compiler:
+            outcome = _compile_until_different(compiler, source, batch, reference, cache_dir, timeout)
         spent[source] += time.monotonic() - started
         last = outcome[-1]
         if last.transient:  # cut short from outside: compiled no further, so not proven
@@ -742,27 +752,23 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
 
     if progress is not None:
         progress(0, len(beyond))
-    try:
-        with _compile_pool(jobs) as pool:
-            for start in range(0, len(beyond), step):
-                open_[:] = [s for s in open_ if budget is None or spent[s] < budget]
-                if not open_:
-                    break
-                batch = beyond[start:start + step]
-                by_key = {c.target: c for part in pool.map(original_on, _chunks(batch, jobs)) for c in part}
-                reference = [by_key[t.key] for t in batch]
-                failed = next((c for c in reference if not c.ok), None)
-                if failed is not None:
-                    raise RuntimeError(f"the original kernel does not compile for the declared configuration"
-                                       f" {failed.target}: {failed.error}")
-                digests = [c.digest for c in reference]
-                list(pool.map(lambda source: mutant_on(source, batch, digests), list(open_)))
-                if progress is not None:
-                    progress(start + len(batch), len(beyond))
-    finally:
-        compiler.close()
+    with _compile_pool(jobs) as pool:
+        for start in range(0, len(beyond), step):
+            open_[:] = [s for s in open_ if budget is None or spent[s] < budget]
+            if not open_:
+                break
+            batch = beyond[start:start + step]
+            reference = _compile_spread(original, batch, jobs, compilers, cache_dir, timeout)
+            failed = next((c for c in reference if not c.ok), None)
+            if failed is not None:
+                raise RuntimeError(f"the original kernel does not compile for the declared configuration"
+                                   f" {failed.target}: {failed.error}")
+            digests = [c.digest for c in reference]
+            list(pool.map(lambda source: mutant_on(source, batch, digests), list(open_)))
+            if progress is not None:
+                progress(start + len(batch), len(beyond))
     total = suite_count + len(beyond)
-    artifact = backend.artifact
+    artifact = compilers.backend.artifact
     verdicts = {}
     for mutant_id, source in candidates.items():
         if source in different:
@@ -797,20 +803,17 @@ def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], tar
     return [source for group in groups.values() if len(group) > 1 for source in group]
 
 
-def _chunks(targets: list[CompileTarget], jobs: int) -> list[list[CompileTarget]]:
-    """``targets`` dealt round-robin to at most ``jobs`` compilers."""
-    return [targets[i::jobs] for i in range(max(1, jobs)) if targets[i::jobs]]
+def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, compilers: _Compilers, cache_dir,
+                    timeout) -> list[Compiled]:
+    """Every target of one source, in order, dealt round-robin to at most ``jobs`` compilers."""
+    chunks = [targets[i::jobs] for i in range(jobs) if targets[i::jobs]]
 
+    def compile_chunk(chunk: list[CompileTarget]) -> list[Compiled]:
+        with compilers.lend() as compiler:
+            return compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout, compiler=compiler)
 
-def _compile_spread(source: str, targets: list[CompileTarget], jobs: int, cache_dir, timeout,
-                    backend: Backend) -> list[Compiled]:
-    """Every target of one source, split over ``jobs`` compiler processes."""
-    chunks = _chunks(targets, jobs)
-    with _compile_pool(len(chunks)) as pool:
-        results = list(pool.map(lambda chunk: compile_source(source, chunk, cache_dir=cache_dir, timeout=timeout,
-                                                               backend=backend),
-                                chunks))
-    by_key = {c.target: c for chunk in results for c in chunk}
+    with _compile_pool(max(1, len(chunks))) as pool:
+        by_key = {c.target: c for chunk in pool.map(compile_chunk, chunks) for c in chunk}
     return [by_key[t.key] for t in targets]
 
 

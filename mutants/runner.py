@@ -588,12 +588,12 @@ class Runner:
         the next task should not wait for a new one's start-up (torch, a CUDA context)."""
         device = least_loaded(self.devices, taken)
         found = None
-        while found is None and (idle := next((w for w in self.idle_workers if w.device == device), None)):
+        for idle in [w for w in self.idle_workers if w.device == device]:
             self.idle_workers.remove(idle)
             if idle.process.is_alive():
                 found = idle
-            else:
-                idle.kill()
+                break
+            idle.kill()
         found = found or self._new_worker(taken)
         if self.executes and self.device.startswith("cuda"):
             while len(self.idle_workers) < SPARE_WORKERS * len(self.devices):
@@ -630,7 +630,7 @@ def _sigint_ignored():
 
 
 @contextmanager
-def _compile_ticker(progress, every: float | None = None):
+def _compile_ticker(progress):
     """While classification compiles, tell a display that shows worker status
     (``progress.workers``) how many configurations the compilers have answered: a mutant
     whose code matches the original compiles every configuration before it counts as done."""
@@ -643,7 +643,7 @@ def _compile_ticker(progress, every: float | None = None):
     first, stop = compiles_answered(), threading.Event()
 
     def tick():
-        while not stop.wait(COMPILE_TICK if every is None else every):
+        while not stop.wait(COMPILE_TICK):
             show("compile", f"compilers: {compiles_answered() - first} configurations compiled")
 
     thread = threading.Thread(target=tick, daemon=True)
