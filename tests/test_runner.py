@@ -726,3 +726,69 @@ def test_a_classification_slow_to_finish_its_mutants_shows_the_configurations_co
              if line.startswith("compile: 0/1 mutants") and "; compilers: " in line]
     counts = [int(tick.split()[0]) for tick in ticks]
     assert counts and counts == sorted(counts) and 1 <= counts[-1] <= 3, ticks
+
+
+def test_the_classification_runs_beside_the_baseline(tmp_path, monkeypatch):
+    """The baseline waits here for the classification to begin: run one after the other,
+    this would wait out its 20 s and fail. Classification's verdicts reach the store from
+    its thread."""
+    import threading
+
+    begun = threading.Event()
+
+    def baseline():
+        assert begun.wait(20), "the classification did not start while the baseline ran"
+        return {}
+
+    runner = _runner(tmp_path, smoke()[:1])
+    monkeypatch.setattr(runner, "baseline", baseline)
+    verdict = Result(mutant_key="k", mutant_id="m", outcome="equivalent", detail="sass: same")
+
+    def classification():
+        begun.set()
+        runner.store.save(runner.scope, verdict)
+        return 1
+
+    try:
+        assert runner.baseline_beside(classification) == 1
+    finally:
+        runner.close()
+    assert "k" in runner.store.finished_keys(runner.scope)
+    summary = runner.clock.summary()
+    assert "baseline" in summary and "classification" in summary and "(beside classification)" in summary
+
+
+def test_a_failing_baseline_stops_the_classification_beside_it(tmp_path, monkeypatch):
+    import mutants.compiled as compiled
+
+    stopped = []
+
+    def classification():  # compiles until told to stop, as a classification's compilers are
+        stopped.append(compiled._Compiler.stopping.wait(20))
+        raise compiled.CompilesStopped("no new compile: the run was interrupted")
+
+    runner = _runner(tmp_path, smoke()[:1])
+
+    def baseline():
+        time.sleep(0.2)
+        raise BaselineError("the unmutated kernel fails")
+
+    monkeypatch.setattr(runner, "baseline", baseline)
+    started = time.monotonic()
+    try:
+        with pytest.raises(BaselineError, match="fails"):
+            runner.baseline_beside(classification)
+    finally:
+        runner.close()
+        compiled._Compiler.stopping.clear()
+    assert stopped == [True] and time.monotonic() - started < 10
+
+
+def test_an_error_of_the_classification_beside_the_baseline_reaches_the_caller(tmp_path, monkeypatch):
+    runner = _runner(tmp_path, smoke()[:1])
+    monkeypatch.setattr(runner, "baseline", lambda: {})
+    try:
+        with pytest.raises(ZeroDivisionError):
+            runner.baseline_beside(lambda: 1 / 0)
+    finally:
+        runner.close()
