@@ -330,9 +330,10 @@ CATALOG: tuple[Bug, ...] = (
 )
 
 
-def _sites(module: cst.Module, bug: Bug, scope: Scope) -> list[cst.CSTNode]:
-    """Nodes matching the bug's site in the code `scope` covers, outermost first."""
-    found = []
+def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[cst.CSTNode]]:
+    """Per bug name, the nodes matching its site in the code ``scope`` covers, outermost
+    first: one walk of the module for all of ``bugs``."""
+    found = {bug.name: [] for bug in bugs}
 
     class Find(m.MatcherDecoratableVisitor):
         def __init__(self):
@@ -341,8 +342,10 @@ def _sites(module: cst.Module, bug: Bug, scope: Scope) -> list[cst.CSTNode]:
 
         def on_visit(self, node: cst.CSTNode) -> bool:
             self.tracker.enter(node)
-            if self.tracker.inside and m.matches(node, bug.site):
-                found.append(node)
+            if self.tracker.inside:
+                for bug in bugs:
+                    if m.matches(node, bug.site):
+                        found[bug.name].append(node)
             return super().on_visit(node)
 
         def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -355,24 +358,31 @@ def _sites(module: cst.Module, bug: Bug, scope: Scope) -> list[cst.CSTNode]:
 
 def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALOG,
                     target: Target = TRITON_TARGET) -> list[Mutant]:
-    """One mutant per bug; CatalogError when a bug's site is missing or ambiguous, or lies in
-    code the target does not mutate."""
-    mutants = []
-    sources = {}
+    """One mutant per bug, in catalog order; CatalogError when a bug's site is missing or
+    ambiguous, or lies in code the target does not mutate. Each file is parsed once, and
+    walked once per side for the sites of all its bugs."""
+    scopes = {}
     for bug in catalog:
         try:
-            scope = target.scope(bug.path, bug.side)
+            scopes[bug.name] = target.scope(bug.path, bug.side)
         except LookupError as error:
             raise CatalogError(f"catalog bug {bug.name!r}: {error}") from None
-        original = sources.setdefault(bug.path, read_source(bug.path, root))
-        wrapper = MetadataWrapper(cst.parse_module(original), unsafe_skip_copy=True)
+    wrappers = {path: MetadataWrapper(cst.parse_module(read_source(path, root)), unsafe_skip_copy=True)
+                for path in dict.fromkeys(bug.path for bug in catalog)}
+    sites = {}
+    for path, side in dict.fromkeys((bug.path, bug.side) for bug in catalog):
+        bugs = [bug for bug in catalog if (bug.path, bug.side) == (path, side)]
+        sites.update(_sites(wrappers[path].module, bugs, scopes[bugs[0].name]))
+    mutants = []
+    for bug in catalog:
+        wrapper = wrappers[bug.path]
         module = wrapper.module
-        sites = _sites(module, bug, scope)
-        if len(sites) != 1:
-            where = ", ".join(f"line {wrapper.resolve(PositionProvider)[s].start.line}" for s in sites) or "nowhere"
+        if len(sites[bug.name]) != 1:
+            lines = wrapper.resolve(PositionProvider)
+            where = ", ".join(f"line {lines[s].start.line}" for s in sites[bug.name]) or "nowhere"
             raise CatalogError(f"catalog bug {bug.name!r} must match exactly one site in the {bug.side} code"
                                f" of {bug.path}; matched {where}")
-        site = sites[0]
+        site = sites[bug.name][0]
         replacement = bug.mutate(site)
         mutated = module.deep_replace(site, replacement)
         # the whitespace-inclusive start counts the site's own parentheses, as `before` does

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mutants.operators import ALL_OPERATORS
-from mutants.walk import DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points
+from mutants.walk import DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points, spliced
 from mutants.target import TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +71,7 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
                         after=point.after,
                         description=f"{operator.description} {where}",
                         exposed_by="",
-                        source=apply_mutation(original, operator, point.index, scope),
+                        source=spliced(original, point) or apply_mutation(original, operator, point.index, scope),
                         side=scope.side,
                     ))
     return mutants

@@ -391,6 +391,17 @@ def mutation_points(source: str, operator: Operator, scope: Scope = DEVICE_CODE)
     return collector.points
 
 
+def spliced(source: str, point: MutationPoint) -> str | None:
+    """`source` with ``point`` applied as text: its `before` at its line and column replaced by
+    its `after`. What `apply_mutation` returns for the point, without parsing and walking the
+    module again; None where the text there is not `before` (a point of another source)."""
+    lines = source.splitlines(keepends=True)
+    offset = sum(len(line) for line in lines[:point.line - 1]) + point.column
+    if source[offset:offset + len(point.before)] != point.before:
+        return None
+    return source[:offset] + point.after + source[offset + len(point.before):]
+
+
 def apply_mutation(source: str, operator: Operator, index: int, scope: Scope = DEVICE_CODE) -> str:
     """`source` with mutation point number `index` of `operator` applied (see `mutation_points`)."""
     applier = _MutationApplier(operator, scope, index)

@@ -36,6 +36,7 @@ from mutants.walk import (
     apply_mutation,
     in_kernel_scope,
     mutation_points,
+    spliced,
 )
 
 EXAMPLES = [
@@ -233,6 +234,14 @@ def test_every_example_mutant_parses_and_lands_where_reported(operator, example)
         ast.parse(mutated)
         start = _offset(source, point.line, point.column)
         assert mutated == source[:start] + point.after + source[start + len(point.before) :]
+        assert spliced(source, point) == mutated  # how the mutant sets build a mutant's source
+
+
+def test_a_point_spliced_into_another_source_is_refused():
+    source = "@triton.jit\ndef k(x):\n    y = x + 1\n    return y\n"
+    (point, *_) = mutation_points(source, ConstantShift())
+    assert spliced(source, point) is not None
+    assert spliced(source.replace("x + 1", "x + 7"), point) is None
 
 
 # --- scope -------------------------------------------------------------------------------------
