@@ -314,18 +314,19 @@ def _sweep(args, cluster) -> int:
               f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)
         clock = runner.clock
         clock.add_phase("start-up", started - PROCESS_STARTED)  # torch, Triton, the suite, the mutants
-        when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
-        classified = 0
         try:
-            if when == "before":  # the workers run the baseline while the compilers classify
-                classified = runner.baseline_beside(
-                    lambda: runner.classify(mutants, jobs=compile_jobs, progress=progress))
-            else:
-                with clock.phase("baseline"):
-                    runner.baseline()
+            with clock.phase("baseline"):
+                runner.baseline()
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
+        when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
+        classified = 0
+        if when == "before":
+            if cluster is None:
+                runner.prestart()  # the workers start while the classifier compiles
+            with clock.phase("classification"):
+                classified = runner.classify(mutants, jobs=compile_jobs, progress=progress)
         with clock.phase("mutants"):
             executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":

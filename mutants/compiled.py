@@ -539,7 +539,7 @@ def compiles_answered() -> int:
     return _Compiler.answered
 
 
-def stop_every_compile() -> None:
+def _stop_every_compile() -> None:
     """Kill every compiler process and refuse new ones: the threads waiting on them return."""
     _Compiler.stopping.set()
     with _Compiler.running_lock:
@@ -560,7 +560,7 @@ def _compile_pool(workers: int):
         yield pool
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
-        stop_every_compile()
+        _stop_every_compile()
         raise
     pool.shutdown(wait=True)
 

@@ -319,39 +319,6 @@ class Runner:
         self.store.save_baseline(self.scope, self.case_seconds)
         return self.case_seconds
 
-    def baseline_beside(self, classification):
-        """The baseline, while ``classification`` (a function) runs in a thread: the baseline
-        keeps the workers and the device busy, classification the compiler processes, so
-        neither waits for the other. A failing or interrupted baseline stops the compiles at
-        once. Returns what ``classification`` returned; raises what either raised."""
-        from mutants.compiled import stop_every_compile
-
-        outcome: dict = {}
-
-        def classify_meanwhile():
-            try:
-                with self.clock.phase("classification"):
-                    outcome["value"] = classification()
-            except BaseException as error:  # handed to the main thread
-                outcome["error"] = error
-
-        self.clock.beside("baseline", "classification")
-        self.prestart()  # a stored baseline runs nothing: the workers then start meanwhile
-        thread = threading.Thread(target=classify_meanwhile, name="classification", daemon=True)
-        thread.start()
-        try:
-            with self.clock.phase("baseline"):
-                self.baseline()
-        except BaseException:
-            while thread.is_alive():  # repeated: a classification that had not begun clears the stop
-                stop_every_compile()
-                thread.join(0.2)
-            raise
-        thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["value"]
-
     def _original_on(self, indices, original: str, *, label: str) -> dict[int, CaseRecord]:
         """The unmutated kernel on the cases at ``indices``, each compiled kernel in one worker."""
         chunks = compile_grouped_chunks([self.cases[i] for i in indices], self.jobs)
@@ -1041,15 +1008,10 @@ class ProgressPrinter:
         self.counts: dict[str, tuple[int, int]] = {}  # label -> the last (done, total)
         self.last_line = time.monotonic()
         self.last_refresh = 0.0
-        self.lock = threading.RLock()  # the baseline and the classification report side by side
 
     def workers(self, label: str, status: str) -> None:
         """What the workers of the phase do now: the bar's postfix on a terminal; elsewhere part
         of the next line, and a line of its own when none was printed for ``heartbeat`` s."""
-        with self.lock:
-            self._workers(label, status)
-
-    def _workers(self, label: str, status: str) -> None:
         self.status[label] = status
         stream = self.stream or sys.stderr
         now = time.monotonic()
@@ -1062,10 +1024,6 @@ class ProgressPrinter:
             self._print(stream, label, *self.counts[label])
 
     def __call__(self, label: str, done: int, total: int) -> None:
-        with self.lock:
-            self._report(label, done, total)
-
-    def _report(self, label: str, done: int, total: int) -> None:
         stream = self.stream or sys.stderr
         if label not in self.announced:
             self.announced.add(label)

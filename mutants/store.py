@@ -16,9 +16,7 @@ store, in ``compile-cache/``: moving the store with ``--store`` moves both.
 
 import json
 import os
-import functools
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,29 +147,17 @@ class Scope:
         return (self.suite, self.digest, self.mode, self.device)
 
 
-def _serialized(method):
-    """A store method run by one thread at a time: a run saves classification's verdicts from
-    a thread while its baseline saves from the main one."""
-    @functools.wraps(method)
-    def locked(self, *args, **kwargs):
-        with self.lock:
-            return method(self, *args, **kwargs)
-    return locked
-
-
 class Store:
     """The store at ``path``; ``read_only`` for reports, which must leave the file as it was."""
 
     def __init__(self, path: Path, *, read_only: bool = False):
         self.path = Path(path)
-        self.lock = threading.RLock()
         try:
             if read_only:
-                self.db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True, timeout=30,
-                                          check_same_thread=False)
+                self.db = sqlite3.connect(f"file:{quote(str(self.path.resolve()))}?mode=ro", uri=True, timeout=30)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self.db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+                self.db = sqlite3.connect(self.path, timeout=30)
             self._check_schema(create=not read_only)
         except (sqlite3.Error, OSError) as error:
             raise StoreError(f"{self.path}: cannot open the result store: {error}") from None
@@ -196,13 +182,11 @@ class Store:
         """Where classification caches compiled kernels: beside the store."""
         return self.path.parent / "compile-cache"
 
-    @_serialized
     def close(self) -> None:
         self.db.close()
 
     # -- results --
 
-    @_serialized
     def save(self, scope: Scope, result: Result) -> None:
         with self.db:
             self.db.execute(
@@ -215,13 +199,11 @@ class Store:
                 [(result.mutant_key, *scope.key(), case_id, outcome) for case_id, outcome in result.case_results.items()],
             )
 
-    @_serialized
     def finished_keys(self, scope: Scope) -> set[str]:
         rows = self.db.execute(
             "SELECT mutant_key FROM results WHERE suite=? AND digest=? AND mode=? AND device=?", scope.key())
         return {row[0] for row in rows}
 
-    @_serialized
     def results(self, scope: Scope, mutant_ids: dict[str, str]) -> dict[str, Result]:
         """The stored results of the given mutants (key -> id), checked row by row."""
         outcomes, case_results = _allowed_values()
@@ -254,7 +236,6 @@ class Store:
                 results[key].case_results[case_id] = result
         return results
 
-    @_serialized
     def absorb(self, other: "Store", scope: Scope) -> None:
         """Copy ``other``'s results and baseline of ``scope`` into this store."""
         where = "WHERE suite=? AND digest=? AND mode=? AND device=?"
@@ -273,7 +254,6 @@ class Store:
 
     # -- searches --
 
-    @_serialized
     def save_tries(self, scope: Scope, mutant_key: str, tier: str, tries: list["Try"]) -> None:
         with self.db:
             self.db.executemany(
@@ -281,7 +261,6 @@ class Store:
                 [(mutant_key, *scope.key(), t.case_id, tier, t.result, t.seconds, t.detail, json.dumps(t.values))
                  for t in tries])
 
-    @_serialized
     def tries(self, scope: Scope, mutant_key: str) -> dict[str, "Try"]:
         """The candidates a search tried for ``mutant_key``, by case id, in the order tried."""
         rows = self.db.execute(
@@ -293,7 +272,6 @@ class Store:
 
     # -- baselines --
 
-    @_serialized
     def save_baseline(self, scope: Scope, seconds: dict[str, float]) -> None:
         with self.db:
             self.db.executemany(
@@ -301,7 +279,6 @@ class Store:
                 [(scope.suite, scope.digest, scope.device, case_id, s) for case_id, s in seconds.items()],
             )
 
-    @_serialized
     def baseline(self, scope: Scope) -> dict[str, float]:
         rows = self.db.execute(
             "SELECT case_id, seconds FROM baselines WHERE suite=? AND digest=? AND device=?",
@@ -310,7 +287,6 @@ class Store:
 
     # -- runs --
 
-    @_serialized
     def start_run(self, scope: Scope, mutant_set: str, case_ids: list[str]) -> int:
         with self.db:
             cursor = self.db.execute(
@@ -318,14 +294,12 @@ class Store:
                 (*scope.key(), mutant_set, time.time(), json.dumps(case_ids)))
         return cursor.lastrowid
 
-    @_serialized
     def finish_run(self, run_id: int, wall_seconds: float, executed: int, classified: int) -> None:
         with self.db:
             self.db.execute(
                 "UPDATE runs SET finished=?, wall_seconds=?, executed=?, classified=? WHERE rowid=?",
                 (time.time(), wall_seconds, executed, classified, run_id))
 
-    @_serialized
     def latest_runs(self) -> list[dict]:
         """The newest finished run of each (suite, mode, device, mutant set)."""
         rows = self.db.execute(
