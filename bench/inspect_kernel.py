@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     if os.environ.get("TRITON_INTERPRET") != "0":
         print("error: set TRITON_INTERPRET=0 in the environment", file=sys.stderr)
         return 2
-    from bench.paged_mqa_bench import SHAPES
+    from bench.shapes import SHAPES
     from kernel import plan_launch
     from oracle import make_inputs
 

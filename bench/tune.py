@@ -3,6 +3,7 @@
     python -m bench.tune [--shapes NAME ...] [--block-n 32 64 128] [--num-warps 4 8]
                          [--num-stages 1 2 3 4] [--num-splits 0 8 16]
 
+Each setting is timed by CUDA-graph replay (``bench/timing.py``, median of 3 repeats).
 Every setting is checked against the first setting's output (bitwise: the knobs must never
 change the result) before it is timed; a setting that differs is reported, not timed, and the
 exit status is 1. ``--num-splits 0`` means the launcher's own choice.
@@ -14,7 +15,8 @@ import sys
 
 import torch
 
-from bench.paged_mqa_bench import ROTATIONS, SHAPES, build, bytes_moved, copy_bandwidth, time_call
+from bench.shapes import SHAPES, build, bytes_moved
+from bench.timing import copy_bandwidth, input_sets, l2_bytes, time_graph
 
 
 def main(argv=None) -> int:
@@ -37,8 +39,9 @@ def main(argv=None) -> int:
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (read+write)")
     for name in args.shapes:
         shape = known[name]
-        inputs = [build(shape, seed, device) for seed in range(ROTATIONS)]
-        moved = bytes_moved(inputs[0], shape.tuning)
+        first = build(shape, 0, device)
+        moved = bytes_moved(first, shape.tuning)
+        inputs = [first] + [build(shape, seed, device) for seed in range(1, input_sets(moved, l2_bytes(device)))]
         reference = None
         results = []
         for block_n, warps, stages, splits in itertools.product(args.block_n, args.num_warps, args.num_stages,
@@ -57,7 +60,9 @@ def main(argv=None) -> int:
                 continue
             calls = [(lambda i=i, k=knobs: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), validate=False, **k))
                      for i in inputs]
-            us = time_call(calls, reps_ms=150)
+            for call in calls:
+                call()
+            us = time_graph(calls, repeats=3).median
             results.append((us, knobs))
             print(f"{name:<28} {str(knobs):<80} {us:8.1f} us {100 * moved / (us * 1e-6) / bandwidth:5.1f}%")
         if not results:

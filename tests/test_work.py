@@ -146,7 +146,7 @@ def test_a_mismatch_names_the_argument_the_ratio_and_both_sizes():
 
 
 def test_the_benchmark_counts_the_bytes_the_interpreter_meters():
-    from bench.paged_mqa_bench import Shape, build, bytes_moved
+    from bench.shapes import Shape, build, bytes_moved
 
     shape = Shape(name="small", batch=2, next_n=2, context=300, heads=32, head_dim=64, kv_block=16)
     inputs = build(shape, seed=0, device="cpu")
