@@ -325,8 +325,8 @@ def _sweep(args, cluster) -> int:
         if when == "before":
             if cluster is None:
                 runner.prestart()  # the workers start while the classifier compiles
-            with clock.phase("classification"):
-                classified = runner.classify(mutants, jobs=compile_jobs, progress=progress)
+            with clock.phase("classification"):  # the proof beyond the suite comes last
+                classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, beyond=False)
         with clock.phase("mutants"):
             executed = len(runner.run(mutants, matrix=args.matrix))
         if when == "after":
@@ -335,6 +335,9 @@ def _sweep(args, cluster) -> int:
         if sanitizer:
             with clock.phase("memcheck"):
                 runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
+        if when == "before":
+            with clock.phase("proof beyond the suite"):
+                runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
     finally:
         runner.close()
     # after the run, the mutants classified are among those executed: count them once

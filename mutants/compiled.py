@@ -633,10 +633,12 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
 
     def until_different(source: str, reference: list[str], start: int = 0) -> list[Compiled]:
         with compilers.lend() as compiler:
-            return _compile_until_different(compiler, source, targets[start:], reference, cache_dir, timeout)
+            return _compile_until_different(compiler, source, targets[start:start + len(reference)], reference,
+                                            cache_dir, timeout)
 
     def follow(pair: tuple[str, str]) -> list[Compiled]:
-        """A follower compiled beside its group's leader, until its code parts from the leader's."""
+        """A follower compiled beside its group's leader, as far as the leader went or until
+        its code parts from the leader's."""
         follower, leader = pair
         start = len(outcomes[follower])
         reference = [c.digest for c in outcomes[leader][start:]]
@@ -652,21 +654,24 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
             done += len(by_source[source])
             if progress is not None:
                 progress(done, len(mutants))
-        # Mutants whose code agrees so far: the first of each group is compiled for every
-        # target left, spread over the compilers; the others follow it until they part
-        # (a follower with the same IR takes each digest from the memo). Only true
-        # duplicates pay for every target; the groups the parted ones form go round again.
-        twins = _agreeing(outcomes, original_code, len(targets))
+        # Mutants whose code agrees so far: the first of each group is compiled for the next
+        # stretch of targets, spread over the compilers; the others follow it until they
+        # part (a follower with the same IR takes each digest from the memo). The stretch
+        # doubles each round: a group that parts soon costs a stretch, not every target,
+        # and only true duplicates pay for every target; the groups the parted ones form go
+        # round again.
+        twins, stretch = _agreeing(outcomes, original_code, len(targets)), jobs
         while twins:
             groups: dict[tuple, list[str]] = {}
             for source in twins:
                 groups.setdefault(tuple(c.digest for c in outcomes[source]), []).append(source)
             for leader, *_ in groups.values():
                 start = len(outcomes[leader])
-                outcomes[leader] += _compile_spread(leader, targets[start:], jobs, compilers, cache_dir, timeout)
+                outcomes[leader] += _compile_spread(leader, targets[start:start + stretch], jobs, compilers,
+                                                    cache_dir, timeout)
             pairs = [(follower, leader) for leader, *followers in groups.values() for follower in followers]
             outcomes.update(zip([f for f, _ in pairs], pool.map(follow, pairs)))
-            twins = _agreeing(outcomes, original_code, len(targets))
+            twins, stretch = _agreeing(outcomes, original_code, len(targets)), 2 * stretch
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {

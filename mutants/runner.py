@@ -51,6 +51,9 @@ UNPROVEN = "unproven"
 UNPROVEN_DETAIL = "not proven equivalent"
 # ...and for one whose compile was cut short from outside (a timeout, a killed compiler): its cases decide
 UNDECIDED = "undecided"
+# a mutant whose code is the original's on every configuration of the suite, before the proof
+# beyond the suite: no case can kill it, so it is stored as a survivor until the proof decides
+PENDING_DETAIL = "the original's code on every configuration of the suite; beyond it, not yet compiled"
 
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
@@ -363,14 +366,18 @@ class Runner:
 
     # -- classification by compiled code --
 
-    def classify(self, mutants: list[Mutant], *, jobs: int, progress=None, survivors: bool = False) -> int:
+    def classify(self, mutants: list[Mutant], *, jobs: int, progress=None, survivors: bool = False,
+                 beyond: bool = True) -> int:
         """Record stillborn, equivalent and duplicate device mutants by their compiled code.
 
         Compiles every pending device mutant for each compile-time configuration the suite
         uses; returns how many were decided that way. Host mutants are left to run: the
         kernel's code is not what they change. With ``survivors``, the mutants classified are
         those that ran every case and survived (after ``run``): where a compile costs more
-        than a run of the suite, as on the CPU interpreter, only they need the proof.
+        than a run of the suite, as on the CPU interpreter, only they need the proof; and
+        those stored as pending the proof beyond the suite. Without ``beyond``, a mutant
+        whose code is the original's on every configuration of the suite is stored as such
+        a pending survivor: the proof, the longest compiles of a run, can come last.
         """
         from mutants.compiled import classify
         from mutants.mutant import read_source
@@ -378,7 +385,8 @@ class Runner:
         if survivors:
             stored = self.store.results(self.scope, {m.key: m.id for m in mutants})
             pending = [m for m in mutants if m.side == DEVICE and (r := stored.get(m.key))
-                       and r.outcome == SURVIVED and not r.detail]
+                       and r.outcome == SURVIVED and (r.detail.startswith(PENDING_DETAIL)
+                                                      or not r.detail and m.id not in self.differs_at)]
         else:
             done = self.store.finished_keys(self.scope)
             pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
@@ -387,7 +395,7 @@ class Runner:
         targets = self.space.suite_targets(self.cases, self.device)
         cache_dir = self.store.compile_cache
 
-        def beyond():
+        def rest_of_space():
             return self.space.declared_targets(self.device, cache_dir)
 
         decided = 0
@@ -399,11 +407,14 @@ class Runner:
                 report = (lambda done_, total: progress("compile", done_, total)) if progress else None
                 walked = (lambda done_, total: progress("beyond", done_, total)) if progress else None
                 verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
-                                    beyond=beyond, beyond_budget=self.space_budget, jobs=jobs, cache_dir=cache_dir,
+                                    beyond=rest_of_space if beyond else (), beyond_budget=self.space_budget,
+                                    jobs=jobs, cache_dir=cache_dir,
                                     progress=report, backend=self.space.backend, beyond_progress=walked)
                 for mutant in group:
                     verdict = verdicts[mutant.id]
-                    if verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
+                    if verdict.kind == EQUIVALENT and not beyond:
+                        outcome, detail = SURVIVED, f"{PENDING_DETAIL}: {verdict.artifact}: {verdict.detail}"
+                    elif verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
                         outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
                     elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
                         continue
@@ -440,8 +451,9 @@ class Runner:
         from mutants.sanitize import CHECKED, memcheck, stop_every_memcheck
 
         results = self.store.results(self.scope, {m.key: m.id for m in mutants})
+        # a mutant with the original's code on every configuration of the suite reads what the original reads
         survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
-                     and not r.detail.startswith((UNREACHED_DETAIL, CHECKED))]
+                     and not r.detail.startswith((UNREACHED_DETAIL, UNPROVEN_DETAIL, PENDING_DETAIL, CHECKED))]
         timeout = max(600.0, 20 * sum(self.case_seconds.values()))
 
         def check(mutant: Mutant):

@@ -260,7 +260,8 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
     args = ["run", "--suite", "smoke", "--only", "causal-off-by-one", "--store", str(store), "--quiet",
             "--classify", "before"]
     assert cli.main(args) == cli.EXIT_OK
-    assert caches == [tmp_path / "elsewhere" / "compile-cache"]
+    # classified before the run, and the proof beyond the suite after it
+    assert caches == [tmp_path / "elsewhere" / "compile-cache"] * 2
     assert not (project / ".mutants").exists()
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "kmut: loading torch and Triton, the smoke suite and the catalog mutants"

@@ -381,3 +381,41 @@ def test_a_front_end_that_cannot_run_apart_leaves_the_source_to_a_full_compile(t
     assert compiled._Memo.open([object()], targets[0], "module") is None
     monkeypatch.delenv(compiled.FRONT_END_MEMO_ENV)
     assert compiled._Memo.open([object()], targets[0], "module") is None
+
+
+def test_mutants_that_agree_at_first_and_part_soon_cost_a_stretch_of_targets_not_every_target(monkeypatch):
+    """Two mutants with the same code on the first target, parting on the second, among 40
+    targets: the duplicate check compiles the leader for a stretch of targets (the
+    compilers' count, doubling each round), not for every target left."""
+    keys = [f"t{i:02d}" for i in range(40)]
+    targets = [CompileTarget(key, (), (("N", i),), (), ()) for i, key in enumerate(keys)]
+    code = {"original": {k: "o" for k in keys},
+            "lead": {k: ("x" if k == keys[0] else f"lead-{k}") for k in keys},
+            "part": {k: ("x" if k == keys[0] else f"part-{k}") for k in keys},
+            "twin-a": {k: f"twin-{k}" for k in keys}, "twin-b": {k: f"twin-{k}" for k in keys}}
+    compiled_for: dict = {}
+
+    def outcome(source, key):
+        compiled_for[source] = compiled_for.get(source, 0) + 1
+        return compiled.Compiled(key, True, code[source][key], "")
+
+    def spread(source, chosen, jobs, compilers, cache_dir, timeout):
+        return [outcome(source, t.key) for t in chosen]
+
+    def until_different(compiler, source, chosen, reference, cache_dir, timeout):
+        done = []
+        for target, digest in zip(chosen, reference):
+            done.append(outcome(source, target.key))
+            if done[-1].digest != digest:
+                break
+        return done
+
+    monkeypatch.setattr(compiled, "_compile_spread", spread)
+    monkeypatch.setattr(compiled, "_compile_until_different", until_different)
+    monkeypatch.setattr(compiled, "diverse_order", lambda chosen: chosen)
+    verdicts = classify("original", {m: m for m in ("lead", "part", "twin-a", "twin-b")}, targets, jobs=4)
+    assert verdicts["lead"].kind == verdicts["part"].kind == "distinct"
+    assert verdicts["twin-b"].kind == "duplicate" and verdicts["twin-b"].duplicate_of == "twin-a"
+    # the pair that parts: one target, then the first stretch (4) for the leader, one for the follower
+    assert compiled_for["lead"] + compiled_for["part"] <= 1 + 4 + 1 + 1, compiled_for
+    assert compiled_for["twin-a"] + compiled_for["twin-b"] == 2 * len(targets), compiled_for

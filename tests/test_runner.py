@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 import mutants.runner as runner_module
+import mutants.sanitize as sanitize_module
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
@@ -726,3 +727,41 @@ def test_a_classification_slow_to_finish_its_mutants_shows_the_configurations_co
              if line.startswith("compile: 0/1 mutants") and "; compilers: " in line]
     counts = [int(tick.split()[0]) for tick in ticks]
     assert counts and counts == sorted(counts) and 1 <= counts[-1] <= 3, ticks
+
+
+def test_a_mutant_with_the_originals_code_on_the_suite_waits_as_a_survivor_for_the_proof_that_comes_last(
+        tmp_path, monkeypatch):
+    """Classified before the run without the proof beyond the suite, a mutant whose code is
+    the original's on every configuration of the suite is stored as a pending survivor: no
+    case runs it and memcheck skips it. The proof, later, decides it; a mutant found to
+    differ is not compiled again."""
+    import mutants.compiled as compiled
+
+    calls = []
+
+    def classify(original, mutants, targets, *, beyond=(), **kw):
+        calls.append((sorted(mutants), bool(beyond)))
+        return {i: (compiled.Verdict("equivalent", "sass", "same sass on all 12") if i == "same"
+                    else compiled.Verdict("distinct", "sass", "t1")) for i in mutants}
+
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "classify", classify)
+    original = read_source(KERNEL)
+    same, differs = (_mutant(name, original + f"\n# {name}\n") for name in ("same", "differs"))
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        assert runner.classify([same, differs], jobs=1, beyond=False) == 1
+        stored = runner.store.results(runner.scope, {same.key: same.id})[same.key]
+        assert stored.outcome == "survived" and stored.detail.startswith(runner_module.PENDING_DETAIL)
+        assert runner.store.finished_keys(runner.scope) == {same.key}  # the run skips it
+        runner.store.save(runner.scope, Result(differs.key, differs.id, "survived", "", [], 1.0, {}))
+        checked = []
+        monkeypatch.setattr(sanitize_module, "memcheck", lambda overlay, cases, **kw: checked.append(overlay))
+        assert runner.sanitize([same, differs], sanitizer="compute-sanitizer") == 0
+        assert [Path(o).name for o in checked] == [differs.key]
+        assert runner.classify([same, differs], jobs=1, survivors=True) == 1
+        proven = runner.store.results(runner.scope, {same.key: same.id})[same.key]
+    finally:
+        runner.close()
+    assert calls == [(["differs", "same"], False), (["same"], True)]
+    assert proven.outcome == "equivalent"
