@@ -420,6 +420,15 @@ def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason
     assert by_id["equivalent"].outcome == "equivalent"
 
 
+def _classified_by(monkeypatch, classify, *names: str) -> list[Mutant]:
+    """Mutants (the kernel with a comment added) that ``classify`` stands in the compiler for."""
+    import mutants.compiled as compiled
+
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "classify", classify)
+    return [_mutant(name, read_source(KERNEL) + f"\n# {name}\n") for name in names]
+
+
 def test_after_a_run_only_the_survivors_are_classified(tmp_path, monkeypatch):
     import mutants.compiled as compiled
 
@@ -429,10 +438,7 @@ def test_after_a_run_only_the_survivors_are_classified(tmp_path, monkeypatch):
         asked.extend(mutants)
         return {i: compiled.Verdict("equivalent", "sass", "same sass on all 12") for i in mutants}
 
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
-    monkeypatch.setattr(compiled, "classify", classify)
-    original = read_source(KERNEL)
-    survivor, killed = (_mutant(name, original + f"\n# {name}\n") for name in ("survivor", "killed"))
+    survivor, killed = _classified_by(monkeypatch, classify, "survivor", "killed")
     runner = _runner(tmp_path, smoke()[:1])
     try:
         runner.store.save(runner.scope, Result(survivor.key, survivor.id, "survived", "", [], 1.0, {}))
@@ -744,10 +750,7 @@ def test_a_mutant_with_the_originals_code_on_the_suite_waits_as_a_survivor_for_t
         return {i: (compiled.Verdict("equivalent", "sass", "same sass on all 12") if i == "same"
                     else compiled.Verdict("distinct", "sass", "t1")) for i in mutants}
 
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
-    monkeypatch.setattr(compiled, "classify", classify)
-    original = read_source(KERNEL)
-    same, differs = (_mutant(name, original + f"\n# {name}\n") for name in ("same", "differs"))
+    same, differs = _classified_by(monkeypatch, classify, "same", "differs")
     runner = _runner(tmp_path, smoke()[:1])
     try:
         assert runner.classify([same, differs], jobs=1, beyond=False) == 1
