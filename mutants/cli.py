@@ -29,6 +29,7 @@ import sqlite3
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from mutants.compiled import DEFAULT_SPACE_BUDGET
@@ -157,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
+    run.add_argument("--interpreter-check", dest="interpreter_check", action="store_true",
+                     help="on CUDA, re-run the survivors on Triton's CPU interpreter, which bounds-checks every"
+                          " access and holds every launch's work to its model: a failing case kills the mutant")
     run.add_argument("--classify", dest="classify", choices=("before", "after", "never"), default=None,
                      help="when to classify device mutants by their compiled code: before running them (the default"
                           " on cuda, where a run compiles the kernels anyway), after, only the survivors (the default"
@@ -271,6 +275,8 @@ def cmd_run(args) -> int:
     _check_outputs(args, args.store)
     if args.ray is not None and args.sanitize:
         raise UsageError("--sanitize runs compute-sanitizer on this machine's GPU; it does not combine with --ray")
+    if args.ray is not None and args.interpreter_check:
+        raise UsageError("--interpreter-check runs on this machine's cores; it does not combine with --ray")
     print(f"kmut: loading torch and Triton, the {args.suite} suite and the {args.mutant_set} mutants",
           file=sys.stderr, flush=True)
     if args.ray is None:
@@ -301,6 +307,8 @@ def _sweep(args, cluster) -> int:
         device, digest, jobs, engine = cluster.device, cluster.digest, args.jobs or cluster.slots, RayRunner
         where = f"Ray task(s) at a time, {SLOT_NAMES[device]}"
     sanitizer = _sanitizer(device) if args.sanitize else None
+    if args.interpreter_check and device != "cuda":
+        raise UsageError("--interpreter-check checks CUDA runs; on the CPU every case runs on the interpreter already")
     store, scope = _open(args, device, create=True, digest=digest)
     progress = ProgressPrinter()
     started = time.monotonic()
@@ -335,6 +343,17 @@ def _sweep(args, cluster) -> int:
         if sanitizer:
             with clock.phase("memcheck"):
                 runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
+        if args.interpreter_check:
+            from mutants.interpreter_check import recheck
+
+            print("kmut: interpreter check: the survivors on Triton's CPU interpreter, every access bounds-checked"
+                  " and every launch's work held to its model", file=sys.stderr)
+            try:
+                with clock.phase("interpreter check"):
+                    recheck(runner, mutants, interpreter_scope=replace(scope, digest=scope_digest("cpu"), device="cpu"),
+                            jobs=_default_jobs("cpu"))
+            except BaselineError as error:  # the survivors stay survivors; the report says so above
+                print(f"kmut: interpreter check not made: {error}", file=sys.stderr)
         if when == "before":
             with clock.phase("proof beyond the suite"):
                 runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)

@@ -54,6 +54,9 @@ UNDECIDED = "undecided"
 # a mutant whose code is the original's on every configuration of the suite, before the proof
 # beyond the suite: no case can kill it, so it is stored as a survivor until the proof decides
 PENDING_DETAIL = "the original's code on every configuration of the suite; beyond it, not yet compiled"
+# the survivors whose code on every configuration of the suite is the original's: they read,
+# write and compute what the original does, so no check of a run can tell them apart
+SUITE_EQUAL = (UNREACHED_DETAIL, UNPROVEN_DETAIL, PENDING_DETAIL)
 
 TIMEOUT_FACTOR = 5.0
 TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
@@ -451,9 +454,8 @@ class Runner:
         from mutants.sanitize import CHECKED, memcheck, stop_every_memcheck
 
         results = self.store.results(self.scope, {m.key: m.id for m in mutants})
-        # a mutant with the original's code on every configuration of the suite reads what the original reads
         survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
-                     and not r.detail.startswith((UNREACHED_DETAIL, UNPROVEN_DETAIL, PENDING_DETAIL, CHECKED))]
+                     and not r.detail.startswith((*SUITE_EQUAL, CHECKED))]
         timeout = max(600.0, 20 * sum(self.case_seconds.values()))
 
         def check(mutant: Mutant):
