@@ -48,3 +48,29 @@ def test_the_interpreter_check_is_for_cuda_runs(tmp_path, capsys):
     assert code == cli.EXIT_USAGE
     assert "--interpreter-check checks CUDA runs" in capsys.readouterr().err
     assert not (tmp_path / "x.sqlite").exists()
+
+
+def test_kmut_run_with_the_interpreter_check_reports_the_kill_in_the_cuda_results(tmp_path, monkeypatch, capsys):
+    """The command's own path: the CUDA run (stood in for by the stored survivor of a GPU
+    run), then the check, whose kill the report counts."""
+    from mutants.runner import Runner
+
+    store_path = tmp_path / "results.sqlite"
+    gpu = Scope("smoke", cli.scope_digest("cuda"), "first-kill", "cuda")
+    (bug,) = [m for m in catalog_mutants() if m.id == "split-runs-to-context-end"]
+    Store(store_path).save(gpu, Result(bug.key, bug.id, "survived", "", [], 1.0, {}))
+    monkeypatch.setattr(cli, "_device", lambda requested: "cuda")
+
+    def on_the_interpreter_only(method, otherwise):  # the CUDA runner does nothing here
+        real = getattr(Runner, method)
+        monkeypatch.setattr(Runner, method, lambda self, *a, **k: real(self, *a, **k) if self.device == "cpu"
+                            else otherwise)
+
+    for method, otherwise in (("baseline", {}), ("classify", 0), ("run", []), ("close", None)):
+        on_the_interpreter_only(method, otherwise)
+    code = cli.main(["run", "--suite", "smoke", "--only", bug.id, "--store", str(store_path), "--interpreter-check",
+                     "--jobs", "2"])
+    printed = capsys.readouterr()
+    assert code == cli.EXIT_OK, printed.err
+    assert "kmut: interpreter check:" in printed.err and "interpreter check " in printed.err.splitlines()[-1]
+    assert "score: 100.0% (1 killed of 1" in printed.out
