@@ -586,7 +586,7 @@ def _death(returncode: int, stderr: str) -> str:
 def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], *,
              beyond=(), beyond_budget: float | None = None, jobs: int = 2, cache_dir: Path | None = None,
              progress=None, timeout: float = 120.0, backend: Backend | None = None,
-             beyond_progress=None) -> dict[str, Verdict]:
+             beyond_progress=None, on_settled=None) -> dict[str, Verdict]:
     """A verdict per mutant id, in the order of ``mutants``; see the module docstring.
 
     ``targets`` are the configurations the suite launches, ``beyond`` the rest of the
@@ -598,7 +598,9 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     as possible, and stops at the first target whose code differs from the original's: most
     mutants cost one compile, an equivalent one costs them all, the suite's and then those
     beyond it. Mutants that agree with another on everything compiled so far are compiled
-    for every target of the suite, to settle whether they are duplicates.
+    for every target of the suite, to settle whether they are duplicates. ``on_settled(id,
+    verdict)`` hears at once of each mutant that its own compiles settle (stillborn, or the
+    original's code on every target of the suite, before any proof beyond it).
     """
     if not targets:
         raise ValueError("classify: no compile targets")
@@ -609,14 +611,14 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     try:
         return _classify(original, mutants, targets, compilers, beyond=beyond, beyond_budget=beyond_budget,
                          jobs=max(1, jobs), cache_dir=cache_dir, progress=progress, timeout=timeout,
-                         beyond_progress=beyond_progress)
+                         beyond_progress=beyond_progress, on_settled=on_settled)
     finally:
         compilers.close()
 
 
 def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarget], compilers: "_Compilers", *,
               beyond, beyond_budget, jobs: int, cache_dir, progress, timeout: float,
-              beyond_progress) -> dict[str, Verdict]:
+              beyond_progress, on_settled=None) -> dict[str, Verdict]:
     """``classify`` with its compiler processes, lent to each compile in turn."""
     reference = _compile_spread(original, targets, jobs, compilers, cache_dir, timeout)
     failed = [c for c in reference if not c.ok]
@@ -652,6 +654,11 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
             source = futures[future]
             outcomes[source] = future.result()
             done += len(by_source[source])
+            if on_settled is not None:
+                for mutant_id in by_source[source]:
+                    own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact)
+                    if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
+                        on_settled(mutant_id, own)
             if progress is not None:
                 progress(done, len(mutants))
         # Mutants whose code agrees so far: the first of each group is compiled for the next

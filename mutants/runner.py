@@ -409,31 +409,36 @@ class Runner:
                 group = [m for m in pending if m.path == path]
                 report = (lambda done_, total: progress("compile", done_, total)) if progress else None
                 walked = (lambda done_, total: progress("beyond", done_, total)) if progress else None
+                by_id = {m.id: m for m in group}
+                # a verdict its own compiles settle is stored at once: an interrupted classification keeps it
+                settled = (lambda mutant_id, verdict: self._record(by_id[mutant_id], verdict, False))
                 verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
                                     beyond=rest_of_space if beyond else (), beyond_budget=self.space_budget,
-                                    jobs=jobs, cache_dir=cache_dir,
-                                    progress=report, backend=self.space.backend, beyond_progress=walked)
-                for mutant in group:
-                    verdict = verdicts[mutant.id]
-                    if verdict.kind == EQUIVALENT and not beyond:
-                        outcome, detail = SURVIVED, f"{PENDING_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                    elif verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
-                        outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
-                    elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
-                        continue
-                    elif verdict.kind == UNREACHED:
-                        outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                    elif verdict.kind == UNPROVEN:
-                        outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
-                    elif not self.executes:  # distinct: its code differs, and nothing here runs it
-                        outcome, detail = NEEDS_GFX950, self._needs_device(verdict)
-                    else:  # distinct: its cases decide, starting where its code was seen to differ
-                        self.differs_at[mutant.id] = verdict.detail
-                        continue
-                    self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id,
-                                                       outcome=outcome, detail=detail))
-                    decided += 1
+                                    jobs=jobs, cache_dir=cache_dir, progress=report, backend=self.space.backend,
+                                    beyond_progress=walked, on_settled=settled)
+                decided += sum(self._record(mutant, verdicts[mutant.id], beyond) for mutant in group)
         return decided
+
+    def _record(self, mutant: Mutant, verdict, beyond: bool) -> bool:
+        """Store what ``verdict`` decides of ``mutant``; False when its cases decide. Without
+        ``beyond``, code equal to the original's on the suite is a survivor pending the proof."""
+        if verdict.kind == EQUIVALENT and not beyond:
+            outcome, detail = SURVIVED, f"{PENDING_DETAIL}: {verdict.artifact}: {verdict.detail}"
+        elif verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
+            outcome, detail = verdict.kind, f"{verdict.artifact}: {verdict.detail}"
+        elif verdict.kind == UNDECIDED:  # a compile cut short from outside: the cases decide
+            return False
+        elif verdict.kind == UNREACHED:
+            outcome, detail = SURVIVED, f"{UNREACHED_DETAIL}: {verdict.artifact}: {verdict.detail}"
+        elif verdict.kind == UNPROVEN:
+            outcome, detail = SURVIVED, f"{UNPROVEN_DETAIL}: {verdict.artifact}: {verdict.detail}"
+        elif not self.executes:  # distinct: its code differs, and nothing here runs it
+            outcome, detail = NEEDS_GFX950, self._needs_device(verdict)
+        else:  # distinct: its cases decide, starting where its code was seen to differ
+            self.differs_at[mutant.id] = verdict.detail
+            return False
+        self.store.save(self.scope, Result(mutant_key=mutant.key, mutant_id=mutant.id, outcome=outcome, detail=detail))
+        return True
 
     def _needs_device(self, verdict) -> str:
         """Why a mutant needs a device no one here has: where its code differs, and the cases

@@ -768,3 +768,36 @@ def test_a_mutant_with_the_originals_code_on_the_suite_waits_as_a_survivor_for_t
         runner.close()
     assert calls == [(["differs", "same"], False), (["same"], True)]
     assert proven.outcome == "equivalent"
+
+
+def test_an_interrupted_classification_keeps_the_verdicts_settled_before_it(tmp_path, monkeypatch):
+    """A mutant that does not compile, and one with the original's code on every
+    configuration, are stored as their own compiles settle them: Ctrl-C during another
+    mutant's compile leaves them in the store, and the next run does not compile them again."""
+    import mutants.compiled as compiled
+
+    def spread(source, chosen, jobs, compilers, cache_dir, timeout):  # the original
+        return [compiled.Compiled(t.key, True, "o", "") for t in chosen]
+
+    def until_different(compiler, source, chosen, reference, cache_dir, timeout):
+        if "# broken" in source:
+            return [compiled.Compiled(chosen[0].key, False, "", "CompilationError: at 1:1")]
+        if "# slow" in source:
+            time.sleep(0.5)
+            raise KeyboardInterrupt
+        return [compiled.Compiled(t.key, True, "o", "") for t in chosen]
+
+    monkeypatch.setattr(compiled, "_compile_spread", spread)
+    monkeypatch.setattr(compiled, "_compile_until_different", until_different)
+    broken, same, slow = (_mutant(name, read_source(KERNEL) + f"\n# {name}\n") for name in ("broken", "same", "slow"))
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.classify([broken, same, slow], jobs=3, beyond=False)
+        stored = runner.store.results(runner.scope, {m.key: m.id for m in (broken, same, slow)})
+    finally:
+        runner.close()
+        compiled._Compiler.stopping.clear()
+    assert stored[broken.key].outcome == "stillborn"
+    assert stored[same.key].outcome == "survived" and stored[same.key].detail.startswith(runner_module.PENDING_DETAIL)
+    assert slow.key not in stored
