@@ -170,24 +170,28 @@ def worker_environment(cache_dir: Path | None) -> dict[str, str]:
 # -- targets: what the JIT would compile for a suite --------------------------------------
 
 
-def compile_targets(cases, *, device: str | None = None, every_launch: bool = True) -> list[CompileTarget]:
+def compile_targets(cases, *, device: str | None = None, every_launch: bool = True,
+                    cache_dir: Path | None = None) -> list[CompileTarget]:
     """The distinct compiled kernels the suite's launches need (every call its checks make),
     sorted by key; see ``case_targets``."""
     targets: dict[str, CompileTarget] = {}
-    for target in (t for per_case in case_targets(cases, device=device, every_launch=every_launch) for t in per_case):
+    planned = case_targets(cases, device=device, every_launch=every_launch, cache_dir=cache_dir)
+    for target in (t for per_case in planned for t in per_case):
         if targets.setdefault(target.key, target) != target:
             raise AssertionError(f"two different compile targets share the key {target.key}")
     return [targets[key] for key in sorted(targets)]
 
 
-def case_targets(cases, *, device: str | None = None, every_launch: bool = True) -> list[list[CompileTarget]]:
+def case_targets(cases, *, device: str | None = None, every_launch: bool = True,
+                 cache_dir: Path | None = None) -> list[list[CompileTarget]]:
     """Per case, the compiled kernels its launches need, in launch order.
 
     Launches are planned on ``device`` (default: cuda when available, else cpu), as the
     suite would run there: the launcher's own split count depends on the device, and a
     split count of 1 or a multiple of 16 is a specialization of its own. With
     ``every_launch`` off, only each case's first launch is planned. Cases with one launch
-    signature are planned once per process.
+    signature are planned once per process, and, with ``cache_dir``, once for the kernel,
+    suites, Triton version and device: the plans are kept there.
     """
     import torch
 
@@ -195,20 +199,75 @@ def case_targets(cases, *, device: str | None = None, every_launch: bool = True)
     from suites.runnable import launch_signature, launches
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    kept = _KeptPlans(cache_dir, device, every_launch) if cache_dir is not None else None
     per_case = []
     for case in cases:
-        key = (launch_signature(case), device, every_launch)
+        signature = launch_signature(case)
+        key = (signature, device, every_launch)
         if key not in _PLANNED:
-            calls = launches(case, device)[:None if every_launch else 1]
-            _PLANNED[key] = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
-                             for inputs, keywords in calls]
+            known = kept.get(signature) if kept is not None else None
+            if known is None:
+                calls = launches(case, device)[:None if every_launch else 1]
+                known = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
+                         for inputs, keywords in calls]
+            _PLANNED[key] = known
+        if kept is not None:
+            kept.put(signature, _PLANNED[key])
         per_case.append(_PLANNED[key])
+    if kept is not None:
+        kept.save()
     return per_case
 
 
 # launch signature, device, every launch -> the targets planned, once per process (planning
-# builds every case's inputs on the device: seconds for a suite on a GPU)
+# builds every case's inputs on the device: seconds for a suite on a GPU, minutes for the
+# exhaustive one)
 _PLANNED: dict[tuple, list[CompileTarget]] = {}
+
+
+class _KeptPlans:
+    """The targets planned per launch signature, in a file of ``cache_dir`` named for what
+    they depend on: the kernel, oracle and suites, the Triton version, and the device (its
+    name and SM count on a GPU, where the launcher's default split count follows them)."""
+
+    def __init__(self, cache_dir: Path, device: str, every_launch: bool):
+        from mutants.mutant import source_digest
+
+        if device.startswith("cuda"):
+            import torch
+
+            properties = torch.cuda.get_device_properties(torch.device(device))
+            where = f"{properties.name}\0{properties.multi_processor_count}"
+        else:
+            where = device
+        version = importlib.metadata.version("triton")
+        name = hashlib.sha256(f"{source_digest()}\0{where}\0{version}\0{every_launch}".encode()).hexdigest()[:24]
+        self.path = Path(cache_dir) / f"plans-{name}.json"
+        self.plans = json.loads(self.path.read_text()) if self.path.exists() else {}
+        self.added = False
+
+    def get(self, signature: tuple) -> list[CompileTarget] | None:
+        found = self.plans.get(repr(signature))
+        return None if found is None else [_target_from_json(t) for t in found]
+
+    def put(self, signature: tuple, targets: list[CompileTarget]) -> None:
+        if repr(signature) not in self.plans:
+            self.plans[repr(signature)] = [asdict(t) for t in targets]
+            self.added = True
+
+    def save(self) -> None:
+        if not self.added:
+            return
+        _write_json(self.path, self.plans)
+
+
+def _write_json(path: Path, data) -> None:
+    """``data`` as JSON at ``path``, whole or not at all (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    os.replace(temporary, path)
 
 
 def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[CompileTarget]:
@@ -228,11 +287,7 @@ def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[Comp
         return [_target_from_json(t) for t in json.loads(path.read_text())]
     targets = compile_targets(cases, device=device, every_launch=False)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump([asdict(t) for t in targets], f)
-        os.replace(temporary, path)
+        _write_json(path, [asdict(t) for t in targets])
     return targets
 
 
@@ -331,8 +386,8 @@ class TritonSpace:
     def backend(self) -> "Backend":
         return TRITON
 
-    def suite_targets(self, cases, device: str) -> list[CompileTarget]:
-        return compile_targets(cases, device=device)
+    def suite_targets(self, cases, device: str, cache_dir: Path | None = None) -> list[CompileTarget]:
+        return compile_targets(cases, device=device, cache_dir=cache_dir)
 
     def declared_targets(self, device: str, cache_dir: Path | None) -> list[CompileTarget]:
         from suites.runnable import suite_cases

@@ -93,7 +93,7 @@ class Gfx950Space:
     backend = GFX950_BACKEND
     device_name = GFX950
 
-    def suite_targets(self, cases, device: str) -> list[CompileTarget]:
+    def suite_targets(self, cases, device: str, cache_dir: Path | None = None) -> list[CompileTarget]:
         targets = {t.key: t for t in (config_target(case) for case in cases if isinstance(case, Gfx950Case))}
         return [targets[key] for key in sorted(targets)]
 

@@ -395,8 +395,8 @@ class Runner:
             pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
         if not pending:
             return 0
-        targets = self.space.suite_targets(self.cases, self.device)
         cache_dir = self.store.compile_cache
+        targets = self.space.suite_targets(self.cases, self.device, cache_dir)
 
         def rest_of_space():
             return self.space.declared_targets(self.device, cache_dir)

@@ -251,7 +251,7 @@ def test_run_says_what_it_loads_and_compiles_beside_the_store_it_is_given(tmp_pa
         return {mutant_id: mutants.compiled.Verdict("equivalent", "sass", "same code") for mutant_id in group}
 
     monkeypatch.setattr(mutants.compiled, "classify", classify)
-    monkeypatch.setattr(mutants.compiled, "compile_targets", lambda cases, device: [])
+    monkeypatch.setattr(mutants.compiled, "compile_targets", lambda cases, **planning: [])
     monkeypatch.setattr(Runner, "baseline", lambda self: {})
     project = tmp_path / "project"
     project.mkdir()

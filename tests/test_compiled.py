@@ -419,3 +419,24 @@ def test_mutants_that_agree_at_first_and_part_soon_cost_a_stretch_of_targets_not
     # the pair that parts: one target, then the first stretch (4) for the leader, one for the follower
     assert compiled_for["lead"] + compiled_for["part"] <= 1 + 4 + 1 + 1, compiled_for
     assert compiled_for["twin-a"] + compiled_for["twin-b"] == 2 * len(targets), compiled_for
+
+
+def test_launch_plans_are_kept_beside_the_compile_cache_and_reused_by_the_next_run(tmp_path, monkeypatch):
+    """Planning builds every case's inputs (minutes for the exhaustive suite on a GPU): a
+    second run with the same kernel, suites, Triton and device reads the plans instead."""
+    import suites.runnable
+
+    cases = curated()[:12]
+    planned = compile_targets(cases, device="cpu", cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("plans-*.json"))) == 1
+    compiled._PLANNED.clear()  # a new process
+
+    def no_planning(case, device):
+        raise AssertionError("planned a launch whose plan was kept")
+
+    monkeypatch.setattr(suites.runnable, "launches", no_planning)
+    assert compile_targets(cases, device="cpu", cache_dir=tmp_path) == planned
+    compiled._PLANNED.clear()
+    with pytest.raises(AssertionError, match="planned a launch"):
+        compile_targets(cases, device="cpu", cache_dir=tmp_path / "elsewhere")
+    compiled._PLANNED.clear()

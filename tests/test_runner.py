@@ -402,7 +402,7 @@ def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason
         "equivalent": compiled.Verdict("equivalent", "sass", "same sass on all 12"),
         "distinct": compiled.Verdict("distinct", "sass", "X"),
     }
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, **planning: [])
     monkeypatch.setattr(compiled, "classify", lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants})
     original = read_source(KERNEL)
     mutants = [_mutant(name, original + f"\n# {name}\n") for name in verdicts]
@@ -424,7 +424,7 @@ def _classified_by(monkeypatch, classify, *names: str) -> list[Mutant]:
     """Mutants (the kernel with a comment added) that ``classify`` stands in the compiler for."""
     import mutants.compiled as compiled
 
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, **planning: [])
     monkeypatch.setattr(compiled, "classify", classify)
     return [_mutant(name, read_source(KERNEL) + f"\n# {name}\n") for name in names]
 
@@ -719,7 +719,7 @@ def test_a_classification_slow_to_finish_its_mutants_shows_the_configurations_co
             compiled._Compiler.answered += 1
         return {i: compiled.Verdict("equivalent", "sass", "same sass") for i in mutants}
 
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, device=None: [])
+    monkeypatch.setattr(compiled, "compile_targets", lambda cases, **planning: [])
     monkeypatch.setattr(compiled, "classify", slow_classify)
     monkeypatch.setattr(runner_module, "COMPILE_TICK", 0.1)
     stream = io.StringIO()

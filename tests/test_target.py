@@ -124,7 +124,7 @@ def test_runner_classifies_device_mutants_only(tmp_path, monkeypatch):
         return {mutant_id: mutants.compiled.Verdict("distinct", "sass", "") for mutant_id in group}
 
     monkeypatch.setattr(mutants.compiled, "classify", classify)
-    monkeypatch.setattr(mutants.compiled, "compile_targets", lambda cases, device: [])
+    monkeypatch.setattr(mutants.compiled, "compile_targets", lambda cases, **planning: [])
     device = Mutant("d", "test", KERNEL, 1, 0, "", "", "d", "", read_source(KERNEL) + "\n# d\n", DEVICE)
     host = Mutant("h", "test", HOST_FILES[0], 1, 0, "", "", "h", "", read_source(HOST_FILES[0]) + "\n# h\n", HOST)
     store = Store(tmp_path / "results.sqlite")
