@@ -56,7 +56,7 @@ def _timed(calls, repeats: int) -> dict:
     return {"graph": time_graph(calls, repeats), "flushed": time_flushed(calls, repeats)}
 
 
-def run_shape(shape: Shape, device, bandwidth: float, *, repeats: int, peer, with_torch: bool) -> dict:
+def run_shape(shape: Shape, device, *, repeats: int, peer, with_torch: bool) -> dict:
     from kernel import fp8_paged_mqa_logits
 
     first = build(shape, 0, device)
@@ -82,7 +82,7 @@ def run_shape(shape: Shape, device, bandwidth: float, *, repeats: int, peer, wit
     row["deepgemm_skipped"] = why
     if with_torch:
         try:
-            row["torch"] = Spread.of([time_flushed([lambda: torch_paged_mqa_logits(first)], 1).median])
+            row["torch"] = time_flushed([lambda: torch_paged_mqa_logits(first)], 1)
         except torch.OutOfMemoryError:
             row["torch"] = None
     del inputs, outs, calls
@@ -93,7 +93,7 @@ def run_shape(shape: Shape, device, bandwidth: float, *, repeats: int, peer, wit
 def run(shapes, device, *, repeats: int = REPEATS, with_torch: bool = False) -> dict:
     bandwidth = copy_bandwidth(device)
     peer = deepgemm.load()
-    rows = [run_shape(shape, device, bandwidth, repeats=repeats, peer=peer, with_torch=with_torch)
+    rows = [run_shape(shape, device, repeats=repeats, peer=peer, with_torch=with_torch)
             for shape in shapes]
     return {
         "device": torch.cuda.get_device_name(device),
@@ -108,7 +108,8 @@ def run(shapes, device, *, repeats: int = REPEATS, with_torch: bool = False) -> 
 
 
 def _pct(mb: float, spread: Spread | None, copy_tbps: float) -> str:
-    return f"{100 * mb / (spread.median * 1e-6) / (copy_tbps * 1e12) * 1e6:5.1f}%" if spread else "-"
+    """The copy bandwidth's share that moving ``mb`` megabytes in the median time amounts to."""
+    return f"{100 * (mb * 1e6 / (spread.median * 1e-6)) / (copy_tbps * 1e12):5.1f}%" if spread else "-"
 
 
 def print_table(result: dict, out=sys.stdout) -> None:
