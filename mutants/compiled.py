@@ -888,15 +888,20 @@ def diverse_order(targets: list[CompileTarget]) -> list[CompileTarget]:
     """Targets reordered so that each next one differs most from those before it (farthest
     point first, on the constexpr values): code that one configuration compiles away is met
     by a configuration that keeps it within the first few targets."""
+    def distance(one: CompileTarget, other: CompileTarget) -> int:
+        return sum(a != b for a, b in zip(one.constexprs, other.constexprs))
+
     remaining = sorted(targets, key=lambda t: t.key)
     ordered = [remaining.pop(0)]
+    # each remaining target's distance to the nearest ordered one, kept up to date as the
+    # order grows (one distance per pair, not one per pair per step)
+    nearest = [distance(t, ordered[0]) for t in remaining]
     while remaining:
-        def distance(target: CompileTarget) -> int:
-            return min(sum(a != b for a, b in zip(target.constexprs, o.constexprs)) for o in ordered)
-
-        best = max(remaining, key=distance)
-        remaining.remove(best)
+        index = nearest.index(max(nearest))  # the first of the farthest
+        best = remaining.pop(index)
+        nearest.pop(index)
         ordered.append(best)
+        nearest = [min(d, distance(t, best)) for t, d in zip(remaining, nearest)]
     return ordered
 
 

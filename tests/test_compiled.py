@@ -440,3 +440,25 @@ def test_launch_plans_are_kept_beside_the_compile_cache_and_reused_by_the_next_r
     with pytest.raises(AssertionError, match="planned a launch"):
         compile_targets(cases, device="cpu", cache_dir=tmp_path / "elsewhere")
     compiled._PLANNED.clear()
+
+
+def test_the_diverse_order_is_the_farthest_point_order_of_its_definition():
+    """Each next target the first of those farthest (in constexprs that differ) from every
+    target before it; kept distances give the order of recomputing them at every step."""
+    import random
+
+    draw = random.Random(7)
+    targets = [CompileTarget(f"t{i:03d}", (), tuple((name, draw.randrange(3)) for name in "ABCDE"), (), ())
+               for i in range(60)]
+
+    def by_definition(chosen):
+        remaining = sorted(chosen, key=lambda t: t.key)
+        ordered = [remaining.pop(0)]
+        while remaining:
+            best = max(remaining, key=lambda t: min(sum(a != b for a, b in zip(t.constexprs, o.constexprs))
+                                                    for o in ordered))
+            remaining.remove(best)
+            ordered.append(best)
+        return ordered
+
+    assert compiled.diverse_order(targets) == by_definition(targets)
