@@ -8,7 +8,8 @@ Order of a run:
    recorded without running a case, when a classifier is given. Host mutants change the
    launch, not the kernel's code: they always run cases.
 3. Every other mutant runs in a worker, side by side, until its first failing case (or every
-   case, for the kill matrix). Its cases are dealt out in shares of ``SHARE_CASES``: while
+   case, for the kill matrix). Its cases are dealt out in shares of ``SHARE_CASES`` (later
+   ones larger for a long task, up to ``MAX_SHARE_CASES``): while
    mutants wait, each worker takes a mutant of its own; once none waits, idle workers take
    shares of the mutants still running, so a survivor's cases (it runs them all) spread over
    every worker instead of one. A hang is killed at its case's timeout; a worker that dies
@@ -68,6 +69,9 @@ OVERLAY_PREFIX = "kmut-overlays-"
 # the cases of a mutant one worker takes at a time: a mutant most often falls to one of its
 # first few cases; a survivor's rest goes out in shares to the workers that are idle
 SHARE_CASES = 8
+# a long task's later shares grow, up to this, to about a quarter of its cases left per
+# worker: fewer rounds through the scheduler for a survivor of thousands of cases
+MAX_SHARE_CASES = 64
 SPARE_WORKERS = 4  # per GPU: started ahead, to replace workers a device fault ends
 COMPILE_TICK = 5.0  # seconds between the classification's counts of configurations compiled
 
@@ -792,7 +796,8 @@ class _Scheduler:
         """The cases a worker takes of ``progress``: all of an unshared task; of a shared one,
         the first ``SHARE_CASES`` in order while it has not run a case (its likely killers),
         later the next case and those that compile the same kernel, so that a survivor's
-        configurations are each loaded by few workers."""
+        configurations are each loaded by few workers; a later share holds a quarter of the
+        cases left per worker, between ``SHARE_CASES`` and ``MAX_SHARE_CASES``."""
         cases = progress.unassigned()
         if not progress.task.shared:
             return cases
@@ -800,7 +805,8 @@ class _Scheduler:
             return cases[:SHARE_CASES]
         keys = self.runner.case_compile_keys()
         lead = keys[cases[0]]
-        return sorted(cases, key=lambda i: keys[i] != lead)[:SHARE_CASES]
+        size = min(MAX_SHARE_CASES, max(SHARE_CASES, len(cases) // (4 * self.runner.jobs)))
+        return sorted(cases, key=lambda i: keys[i] != lead)[:size]
 
     def _step(self) -> None:
         busy = self._busy()

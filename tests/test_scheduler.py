@@ -101,3 +101,24 @@ def test_after_its_first_share_a_survivor_is_dealt_out_by_kernel():
     changes = sum(a % 3 != b % 3 for a, b in zip(rest, rest[1:]))
     assert sorted(rest) == list(range(SHARE_CASES, 48))
     assert changes <= len(rest) // SHARE_CASES + 3, rest
+
+
+def test_a_long_survivors_later_shares_grow_so_it_goes_through_the_scheduler_fewer_times(monkeypatch):
+    """2,000 cases on two workers: after the first share of 8, shares of up to 64 cases (a
+    quarter of those left per worker), not 250 rounds of 8; every case still runs once."""
+    from mutants.runner import MAX_SHARE_CASES
+
+    sizes = []
+    deal = _Scheduler._share
+
+    def counted(self, progress):
+        share = deal(self, progress)
+        sizes.append(len(share))
+        return share
+
+    monkeypatch.setattr(_Scheduler, "_share", counted)
+    finished, log = _run([_Task("survivor", "o1", list(range(2000)), True, shared=True)], jobs=2, cases=2000,
+                         kernels=5)
+    assert sorted(int(case[1:]) for _, _, case in log) == list(range(2000))
+    assert sizes[0] == SHARE_CASES and max(sizes) == MAX_SHARE_CASES
+    assert len(sizes) <= 2000 // MAX_SHARE_CASES + 20, sizes
