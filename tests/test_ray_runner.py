@@ -55,6 +55,15 @@ def cluster():
             os.environ["PYTHONPATH"] = previous
 
 
+def _await_two_nodes(timeout: float = 120.0) -> None:
+    """Until the cluster counts the CPUs of its two live nodes, no more: a node killed a
+    moment ago may still be counted beside the one added in its place."""
+    deadline = time.monotonic() + timeout
+    while ray.cluster_resources().get("CPU", 0) != 2 * NODE["num_cpus"]:
+        assert time.monotonic() < deadline, f"the cluster counts {ray.cluster_resources().get('CPU')} CPUs, not 2"
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def catalog():
     return select_mutants("catalog")
@@ -131,6 +140,7 @@ def test_a_node_killed_mid_sweep_loses_nothing(cluster, tmp_path, catalog, local
         killer.join()
         if killed:
             cluster.add_node(**NODE)  # the module's cluster keeps two nodes
+            _await_two_nodes()
     assert killed, "the stalled mutant's node was never killed"
     print(f"node killed {killed[0] - started:.1f} s into the sweep, which took {time.monotonic() - started:.1f} s")
     assert results.pop(stalled.id) == ("survived", [], "", {case.id: "pass" for case in smoke()})
@@ -153,6 +163,7 @@ def test_kmut_run_on_a_ray_cluster_prints_the_report_and_keeps_the_connection(cl
     store = tmp_path / "results.sqlite"
     command = ["run", "--ray", cluster.address, "--suite", "smoke", "--only", "causal-off-by-one,dropped-kv-scale",
                "--no-classify", "--store", str(store)]
+    _await_two_nodes()
     assert cli.main(command) == cli.EXIT_OK
     printed = capsys.readouterr()
     assert "2 Ray task(s) at a time, one CPU each" in printed.err
