@@ -20,8 +20,8 @@ import sys
 import torch
 
 from bench import deepgemm
-from bench.shapes import SHAPES, Shape, build, bytes_moved
-from bench.timing import Spread, copy_bandwidth, input_sets, l2_bytes, time_flushed, time_graph
+from bench.shapes import SHAPES, Shape, rotated_inputs
+from bench.timing import Spread, copy_bandwidth, l2_bytes, time_flushed, time_graph
 
 REPEATS = 5
 
@@ -59,15 +59,12 @@ def _timed(calls, repeats: int) -> dict:
 def run_shape(shape: Shape, device, *, repeats: int, peer, with_torch: bool) -> dict:
     from kernel import fp8_paged_mqa_logits
 
-    first = build(shape, 0, device)
-    moved = bytes_moved(first, shape.tuning)
-    inputs = [first] + [build(shape, seed, device) for seed in range(1, input_sets(moved, l2_bytes(device)))]
+    inputs, moved = rotated_inputs(shape, device)
+    first = inputs[0]
     outs = [torch.empty(i.q.shape[0] * i.q.shape[1], i.max_model_len, device=device) for i in inputs]
     calls = [(lambda i=i, o=o: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), out=o, validate=False,
                                                      **shape.tuning))
              for i, o in zip(inputs, outs)]
-    for call in calls:  # compiled, and each output written once
-        call()
     row = {"shape": shape.name, "mb": moved / 1e6, "sets": len(inputs), "ours": _timed(calls, repeats)}
     mod, absent = peer
     why = absent or deepgemm.unsupported(first)

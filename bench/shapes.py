@@ -67,6 +67,16 @@ def build(shape: Shape, seed: int, device) -> OpInputs:
     )
 
 
+def rotated_inputs(shape: Shape, device) -> tuple[list[OpInputs], int]:
+    """Input sets for timing ``shape``, enough that one round of them moves more than twice
+    the L2 (``bench/timing.py``), and the bytes one call moves."""
+    from bench.timing import input_sets, l2_bytes
+
+    first = build(shape, 0, device)
+    moved = bytes_moved(first, shape.tuning)
+    return [first] + [build(shape, seed, device) for seed in range(1, input_sets(moved, l2_bytes(device)))], moved
+
+
 def bytes_moved(inputs: OpInputs, tuning: dict) -> int:
     """What the kernel moves for ``inputs`` called with ``tuning``: the model of its work
     (``kernel/work.py``) that the CPU suites hold every launch to."""

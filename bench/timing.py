@@ -61,8 +61,12 @@ def copy_bandwidth(device, gib: float = 2.0) -> float:
 
 
 def time_graph(calls, repeats: int) -> Spread:
-    """Microseconds per call of ``calls`` (one per input set, each already run once, so
-    compiled), captured round after round in one CUDA graph and replayed."""
+    """Microseconds per call of ``calls`` (one per input set), captured round after round in
+    one CUDA graph and replayed. Each runs once first: a kernel compiled on its first call
+    cannot compile inside a capture."""
+    for call in calls:
+        call()
+    torch.cuda.synchronize()
     rounds = math.ceil(GRAPH_CALLS / len(calls))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())

@@ -15,8 +15,8 @@ import sys
 
 import torch
 
-from bench.shapes import SHAPES, build, bytes_moved
-from bench.timing import copy_bandwidth, input_sets, l2_bytes, time_graph
+from bench.shapes import SHAPES, rotated_inputs
+from bench.timing import copy_bandwidth, time_graph
 
 
 def main(argv=None) -> int:
@@ -39,9 +39,7 @@ def main(argv=None) -> int:
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (read+write)")
     for name in args.shapes:
         shape = known[name]
-        first = build(shape, 0, device)
-        moved = bytes_moved(first, shape.tuning)
-        inputs = [first] + [build(shape, seed, device) for seed in range(1, input_sets(moved, l2_bytes(device)))]
+        inputs, moved = rotated_inputs(shape, device)
         reference = None
         results = []
         for block_n, warps, stages, splits in itertools.product(args.block_n, args.num_warps, args.num_stages,
@@ -60,8 +58,6 @@ def main(argv=None) -> int:
                 continue
             calls = [(lambda i=i, k=knobs: fp8_paged_mqa_logits(*i.op_args(), **i.op_kwargs(), validate=False, **k))
                      for i in inputs]
-            for call in calls:
-                call()
             us = time_graph(calls, repeats=3).median
             results.append((us, knobs))
             print(f"{name:<28} {str(knobs):<80} {us:8.1f} us {100 * moved / (us * 1e-6) / bandwidth:5.1f}%")
