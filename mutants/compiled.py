@@ -468,10 +468,7 @@ class _Cache:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if self.path.exists():
                 self.entries = {**json.loads(self.path.read_text()), **self.entries}
-            fd, temporary = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.entries, f)
-            os.replace(temporary, self.path)
+            _write_json(self.path, self.entries)
 
 
 def _run_compiler(source: str, targets: list[CompileTarget], timeout: float,

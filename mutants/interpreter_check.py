@@ -12,7 +12,7 @@ baseline and results are kept in the store under its own scope, so a later run r
 
 from dataclasses import replace
 
-from mutants.outcomes import KILLED, SURVIVED
+from mutants.outcomes import KILLED
 
 INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check killed
 
@@ -20,11 +20,9 @@ INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check k
 def recheck(runner, mutants: list, *, interpreter_scope, jobs: int) -> int:
     """Re-run the survivors of ``runner``'s CUDA run (those whose cases ran: not those whose
     code on the suite is the original's) on the interpreter; returns the kills."""
-    from mutants.runner import SUITE_EQUAL, BaselineError, Runner
+    from mutants.runner import BaselineError, Runner
 
-    results = runner.store.results(runner.scope, {m.key: m.id for m in mutants})
-    survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
-                 and not r.detail.startswith(SUITE_EQUAL)]
+    results, survivors = runner.checkable_survivors(mutants)
     if not survivors:
         return 0
     interpreter = Runner(cases=runner.cases, device="cpu", jobs=jobs, store=runner.store, scope=interpreter_scope,

@@ -454,7 +454,16 @@ class Runner:
                 + (f", after the same code at {', '.join(verdict.matched)}" if same else "")
                 + f"; runs on {self.target.device_name}, in {len(cases)} of {len(self.cases)} cases: {', '.join(cases)}")
 
-    # -- the CUDA memory checker --
+    # -- the checks of a CUDA run's survivors --
+
+    def checkable_survivors(self, mutants: list[Mutant], also_skip: tuple[str, ...] = ()) -> tuple[dict, list[Mutant]]:
+        """(the stored results, the survivors a check of their runs could still kill): not
+        those whose code on every configuration of the suite is the original's, nor those
+        whose detail starts with one of ``also_skip``."""
+        results = self.store.results(self.scope, {m.key: m.id for m in mutants})
+        survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
+                     and not r.detail.startswith((*SUITE_EQUAL, *also_skip))]
+        return results, survivors
 
     def sanitize(self, mutants: list[Mutant], *, sanitizer: str, progress=None) -> int:
         """Re-run every survivor that ran its cases under compute-sanitizer memcheck, ``jobs``
@@ -462,9 +471,7 @@ class Runner:
         the kills."""
         from mutants.sanitize import CHECKED, memcheck, stop_every_memcheck
 
-        results = self.store.results(self.scope, {m.key: m.id for m in mutants})
-        survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
-                     and not r.detail.startswith((*SUITE_EQUAL, CHECKED))]
+        results, survivors = self.checkable_survivors(mutants, also_skip=(CHECKED,))
         timeout = max(600.0, 20 * sum(self.case_seconds.values()))
 
         def check(mutant: Mutant):
