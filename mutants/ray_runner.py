@@ -54,6 +54,7 @@ class Shipment:
 
     case_dicts: list[dict]
     case_seconds: dict[str, float]
+    case_peaks: dict[str, int]
     timeout_floor: float
     device: str
     target: Target
@@ -91,8 +92,8 @@ class RayRunner(Runner):
 
     def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
                    per_case: bool = False, history: KillHistory | None = None) -> list[_Progress]:
-        shipment = ray.put(Shipment(self.case_dicts, dict(self.case_seconds), self.timeout_floor, self.device,
-                                    self.target, self.scope.digest))
+        shipment = ray.put(Shipment(self.case_dicts, dict(self.case_seconds), dict(self.case_peaks),
+                                    self.timeout_floor, self.device, self.target, self.scope.digest))
         run_task = _run_on_node.options(**TASK_RESOURCES[self.device], max_retries=NODE_RETRIES,
                                         retry_exceptions=False)
         queue = [_Progress(task) for task in tasks]
@@ -186,7 +187,7 @@ class _NodeRunner(Runner):
         super().__init__(cases=[from_dict(fields) for fields in shipment.case_dicts], device=shipment.device,
                          jobs=1, store=None, scope=None, timeout_floor=shipment.timeout_floor,
                          target=shipment.target)
-        self.case_seconds = shipment.case_seconds
+        self.case_seconds, self.case_peaks = shipment.case_seconds, shipment.case_peaks
         # Ray names the task's GPU in CUDA_VISIBLE_DEVICES; a worker started for another keeps its own
         self.worker_key = (self.device, self.target.op, os.environ.get("CUDA_VISIBLE_DEVICES"))
         self.devices, self.jobs = [self.device], 1  # the task's GPU is the only one visible

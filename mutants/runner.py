@@ -100,6 +100,7 @@ class CaseRecord:
     text: str = ""
     seconds: float = 0.0
     worker_lost: bool = False  # the worker died on this case every time it was tried
+    peak_bytes: int = 0  # the most GPU memory the case held (0 on the CPU)
 
 
 NO_RECORD = CaseRecord(ERROR, "the worker ended before this case")
@@ -137,11 +138,12 @@ class _Progress:
 class _Worker:
     """A worker process; it takes a task once it has reported ready."""
 
-    def __init__(self, context, device: str, op: str, environment: dict[str, str]):
+    def __init__(self, context, device: str, op: str, environment: dict[str, str], memory_gate: str | None = None):
         self.device = device
         parent, child = context.Pipe()
         self.conn = parent
-        self.process = context.Process(target=worker_main, args=(child, device, op, environment), daemon=True)
+        self.process = context.Process(target=worker_main, args=(child, device, op, environment, memory_gate),
+                                       daemon=True)
         # Ctrl-C is the parent's to handle. A process started with SIGINT ignored keeps it ignored
         # (Python installs its handler only where the signal is not ignored), so a Ctrl-C that
         # comes while the worker imports is not a traceback of its own.
@@ -162,9 +164,12 @@ class _Worker:
         self.current: int | None = None  # the case it runs now
         self.deadline = float("inf")
 
-    def assign(self, progress: _Progress, case_dicts: list[dict], cases: list[int]) -> None:
+    def assign(self, progress: _Progress, case_dicts: list[dict], cases: list[int], peak_of) -> None:
+        """Send a share of ``progress``'s task: its ``cases``, with each one's peak GPU memory
+        on the baseline (``peak_of``: case index -> bytes)."""
         self.progress = progress
         self.cases = list(cases)
+        self.peaks = [peak_of(i) for i in self.cases]
         progress.assigned.update(cases)
         progress.holders += 1
         if self.ready:
@@ -192,7 +197,7 @@ class _Worker:
         self.enter("import")
         try:
             self.conn.send((task.overlay, [case_dicts[i] for i in self.cases], task.stop_at_first_failure,
-                            task.sabotage))
+                            task.sabotage, self.peaks))
         except OSError:
             pass  # the worker died: its pipe reports the end next
 
@@ -255,6 +260,9 @@ class Runner:
         remove_dead_overlays()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
         self.case_seconds: dict[str, float] = {}
+        self.case_peaks: dict[str, int] = {}  # case id -> the baseline's peak GPU memory
+        # large cases take their share of each GPU's memory through a gate (none on the CPU)
+        self.memory_gates = {d: str(self.workdir / f"memory-{d}") for d in self.devices if d.startswith("cuda")}
         # mutant id -> the compile target where classification found its code to differ
         self.differs_at: dict[str, str] = {}
         self._case_target_keys: list[tuple[str, ...]] | None = None
@@ -302,7 +310,7 @@ class Runner:
             return {}
         stored = self.store.baseline(self.scope)
         if set(stored) >= set(self.case_ids):
-            self.case_seconds = stored
+            self.case_seconds, self.case_peaks = stored, self.store.case_memory(self.scope)
             return stored
         original = self.overlay("original")
         results = self._original_on(range(len(self.cases)), original, label="baseline")
@@ -326,7 +334,8 @@ class Runner:
         if sabotaged.get(0, CaseRecord(PASS)).result != FAIL:
             raise BaselineError("a deliberately wrong op passed the first case: the suite cannot detect a wrong answer")
         self.case_seconds = {self.case_ids[i]: r.seconds for i, r in results.items()}
-        self.store.save_baseline(self.scope, self.case_seconds)
+        self.case_peaks = {self.case_ids[i]: r.peak_bytes for i, r in results.items() if r.peak_bytes}
+        self.store.save_baseline(self.scope, self.case_seconds, self.case_peaks)
         return self.case_seconds
 
     def _original_on(self, indices, original: str, *, label: str) -> dict[int, CaseRecord]:
@@ -350,7 +359,9 @@ class Runner:
     def baseline_cases(self, indices: list[int]) -> dict[int, CaseRecord]:
         """The unmutated kernel on added cases; the time of each it passes sets its timeout."""
         results = self._original_on(indices, self.overlay("original"), label="candidates")
-        self.case_seconds.update({self.case_ids[i]: r.seconds for i, r in results.items() if r.result == PASS})
+        passed = {self.case_ids[i]: r for i, r in results.items() if r.result == PASS}
+        self.case_seconds.update({case_id: r.seconds for case_id, r in passed.items()})
+        self.case_peaks.update({case_id: r.peak_bytes for case_id, r in passed.items() if r.peak_bytes})
         return results
 
     def try_cases(self, cases_of: dict[str, list[int]], mutants: dict[str, Mutant]) -> dict[str, dict[int, CaseRecord]]:
@@ -577,6 +588,9 @@ class Runner:
     def case_seconds_by_index(self, index: int) -> float:
         return self.case_seconds.get(self.case_ids[index], float("inf"))
 
+    def case_peak_by_index(self, index: int) -> int:
+        return self.case_peaks.get(self.case_ids[index], 0)
+
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
         kinds = {r.result for r in by_case.values()}
@@ -631,7 +645,8 @@ class Runner:
         return found
 
     def _new_worker(self, taken: list[str]) -> _Worker:
-        return _Worker(self.context, least_loaded(self.devices, taken), self.target.op, self.worker_environment)
+        device = least_loaded(self.devices, taken)
+        return _Worker(self.context, device, self.target.op, self.worker_environment, self.memory_gates.get(device))
 
     def _release_worker(self, worker: _Worker, completed: bool) -> None:
         """A batch is over: its worker waits for the next batch, or is killed when the batch
@@ -794,7 +809,7 @@ class _Scheduler:
                 self.history.order(progress, mutant, self.runner.case_seconds_by_index)
             if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
-            worker.assign(progress, self.runner.case_dicts, self._share(progress))
+            worker.assign(progress, self.runner.case_dicts, self._share(progress), self.runner.case_peak_by_index)
             if not progress.unassigned():
                 self.queue.remove(progress)
         self._status()
@@ -854,9 +869,9 @@ class _Scheduler:
             clock.add("cases", -message[1])  # the case's time holds its compiles
             worker.enter("cases")
         elif message[0] == "case":
-            _, index, result, text, seconds = message
+            _, index, result, text, seconds, peak_bytes = message
             clock.add("cases", seconds)
-            progress.results.setdefault(worker.cases[index], CaseRecord(result, text, seconds))
+            progress.results.setdefault(worker.cases[index], CaseRecord(result, text, seconds, peak_bytes=peak_bytes))
             worker.current, worker.deadline = None, float("inf")
             if self.per_case:
                 self._report()

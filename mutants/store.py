@@ -25,7 +25,7 @@ from urllib.parse import quote
 from mutants.outcomes import CASE_RESULTS, OUTCOMES
 
 # bump when the tables or the values their CHECK constraints allow change
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE results (
@@ -58,6 +58,14 @@ CREATE TABLE baselines (
     device TEXT NOT NULL,
     case_id TEXT NOT NULL,
     seconds REAL NOT NULL,
+    PRIMARY KEY (suite, digest, device, case_id)
+);
+CREATE TABLE case_memory (
+    suite TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    peak_bytes INTEGER NOT NULL,
     PRIMARY KEY (suite, digest, device, case_id)
 );
 CREATE TABLE runs (
@@ -244,6 +252,8 @@ class Store:
             "case_results": (f"SELECT * FROM case_results {where}", scope.key()),
             "baselines": ("SELECT * FROM baselines WHERE suite=? AND digest=? AND device=?",
                           (scope.suite, scope.digest, scope.device)),
+            "case_memory": ("SELECT * FROM case_memory WHERE suite=? AND digest=? AND device=?",
+                            (scope.suite, scope.digest, scope.device)),
         }
         with self.db:
             for table, (query, values) in copies.items():
@@ -272,16 +282,24 @@ class Store:
 
     # -- baselines --
 
-    def save_baseline(self, scope: Scope, seconds: dict[str, float]) -> None:
+    def save_baseline(self, scope: Scope, seconds: dict[str, float], peaks: dict[str, int] | None = None) -> None:
+        """The unmutated kernel's time on each case and, on a GPU, the memory each held at most."""
+        where = (scope.suite, scope.digest, scope.device)
         with self.db:
-            self.db.executemany(
-                "INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
-                [(scope.suite, scope.digest, scope.device, case_id, s) for case_id, s in seconds.items()],
-            )
+            self.db.executemany("INSERT OR REPLACE INTO baselines VALUES (?,?,?,?,?)",
+                                [(*where, case_id, s) for case_id, s in seconds.items()])
+            self.db.executemany("INSERT OR REPLACE INTO case_memory VALUES (?,?,?,?,?)",
+                                [(*where, case_id, b) for case_id, b in (peaks or {}).items()])
 
     def baseline(self, scope: Scope) -> dict[str, float]:
         rows = self.db.execute(
             "SELECT case_id, seconds FROM baselines WHERE suite=? AND digest=? AND device=?",
+            (scope.suite, scope.digest, scope.device))
+        return dict(rows)
+
+    def case_memory(self, scope: Scope) -> dict[str, int]:
+        rows = self.db.execute(
+            "SELECT case_id, peak_bytes FROM case_memory WHERE suite=? AND digest=? AND device=?",
             (scope.suite, scope.digest, scope.device))
         return dict(rows)
 

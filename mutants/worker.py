@@ -7,7 +7,8 @@ every module of that package it has imported and imports the op afresh from ther
 source tree is never the place a mutant lives.
 
 A task is a share of one mutant's cases; consecutive shares of the same overlay reuse the
-op already imported from it.
+op already imported from it. With each case comes its peak GPU memory on the baseline: a
+large one waits for its share of the GPU (``mutants.device_memory``).
 
 Messages to the parent, over a pipe:
     ("ready", when)   when: its time.monotonic(), one clock for every process of the machine
@@ -15,7 +16,8 @@ Messages to the parent, over a pipe:
     ("start", case_index)
     ("compiling", kernel)   Triton compiles a kernel, or loads it from its cache (not on the CPU)
     ("compiled", seconds)
-    ("case", case_index, result, message, seconds)   result: pass | fail | stillborn | error
+    ("case", case_index, result, message, seconds, peak_bytes)   result: pass | fail | stillborn | error;
+        peak_bytes: the most GPU memory the case held (0 on the CPU)
     ("done", healthy)   a worker that is not healthy (its device faulted) is replaced
 """
 
@@ -26,6 +28,7 @@ import sys
 import time
 import traceback
 import warnings
+from contextlib import nullcontext
 
 from mutants.outcomes import CaseResult
 
@@ -125,7 +128,8 @@ def _healthy(device: str) -> bool:
         return False
 
 
-def worker_main(conn, device: str, op: str, environment: dict[str, str] | None = None) -> None:
+def worker_main(conn, device: str, op: str, environment: dict[str, str] | None = None,
+                memory_gate: str | None = None) -> None:
     # Ctrl-C reaches the whole process group; the parent ends its workers itself
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # a mutant's warnings (a SyntaxWarning on its source, the interpreter's numpy overflows)
@@ -135,13 +139,16 @@ def worker_main(conn, device: str, op: str, environment: dict[str, str] | None =
     import torch  # noqa: F401  (the expensive import, once per worker)
 
     try:
-        _serve(conn, device, op)
+        _serve(conn, device, op, memory_gate)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         return  # the parent is gone (killed, say): nobody is left to report to
 
 
-def _serve(conn, device: str, op: str) -> None:
-    from suites.runnable import check, from_dict
+def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
+    from mutants.device_memory import CaseMemory, MemoryGate, units_for
+
+    memory = CaseMemory(device)
+    gate = MemoryGate(memory_gate) if memory_gate and memory.total else None
 
     _report_compiles(conn)
     conn.send(("ready", time.monotonic()))
@@ -150,7 +157,7 @@ def _serve(conn, device: str, op: str) -> None:
         task = conn.recv()
         if task is None:
             return
-        overlay, case_dicts, stop_at_first_failure, sabotage = task
+        overlay, case_dicts, stop_at_first_failure, sabotage, peaks = task
         if loaded is None or loaded[0] != overlay:
             started = time.perf_counter()
             try:
@@ -158,7 +165,7 @@ def _serve(conn, device: str, op: str) -> None:
                 conn.send(("loaded", time.perf_counter() - started))
             except Exception as error:
                 loaded = None
-                conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0))
+                conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0, 0))
                 conn.send(("done", True))
                 continue
         run_op = loaded[1]
@@ -166,22 +173,33 @@ def _serve(conn, device: str, op: str) -> None:
             run_op = _sabotaged(run_op)
         faulted = False
         for index, fields in enumerate(case_dicts):
-            conn.send(("start", index))
-            started = time.perf_counter()
-            try:
-                check(from_dict(fields), run_op, device)
-                result, message = PASS, ""
-            except Exception as error:
-                result, message = classify_exception(error), _describe(error)
-                if is_device_fault(error):
-                    faulted = True
-                    message = f"device fault (an out-of-bounds or misaligned access): {message}"
-                elif result == FAIL and not isinstance(error, AssertionError):
-                    message = f"raised on valid inputs: {message}"
-            conn.send(("case", index, result, message, time.perf_counter() - started))
+            units = units_for(peaks[index], memory.total) if gate else 0
+            with gate.held(units) if units else nullcontext():
+                conn.send(("start", index))
+                started, peak = time.perf_counter(), []
+                result, message, faulted = _run_case(fields, run_op, device, memory, peak)
+            conn.send(("case", index, result, message, time.perf_counter() - started, max(peak, default=0)))
             if faulted or (result != PASS and stop_at_first_failure):
                 break
         conn.send(("done", not faulted and _healthy(device)))
+
+
+def _run_case(fields: dict, run_op, device: str, memory, peak: list) -> tuple[str, str, bool]:
+    """One case: its result, the message, and whether the device faulted (the worker's CUDA
+    context is then unusable)."""
+    from suites.runnable import check, from_dict
+
+    try:
+        with memory.measured(peak):
+            check(from_dict(fields), run_op, device)
+        return PASS, "", False
+    except Exception as error:
+        result, message = classify_exception(error), _describe(error)
+        if is_device_fault(error):
+            return result, f"device fault (an out-of-bounds or misaligned access): {message}", True
+        if result == FAIL and not isinstance(error, AssertionError):
+            message = f"raised on valid inputs: {message}"
+        return result, message, False
 
 
 def _report_compiles(conn) -> None:

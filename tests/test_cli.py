@@ -165,7 +165,7 @@ def test_an_old_store_is_refused_with_one_line(tmp_path, capsys):
     _one_error_line(capsys, store, "schema version 0")
 
 
-def _never_starts(conn, device, op, environment):
+def _never_starts(conn, device, op, environment, memory_gate):
     os._exit(3)
 
 

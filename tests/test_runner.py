@@ -223,12 +223,12 @@ def test_a_worker_lost_on_every_try_of_the_baseline_is_reported_as_such(tmp_path
                     r"a worker died during the baseline, on .*: worker killed by SIGKILL 3 times")
 
 
-def _dies_once_while_starting(conn, device, op, environment):
+def _dies_once_while_starting(conn, device, op, environment, memory_gate):
     mark = Path(os.environ["KMUT_TEST_START_MARK"])
     if not mark.exists():
         mark.touch()
         os._exit(3)
-    worker_main(conn, device, op, environment)
+    worker_main(conn, device, op, environment, memory_gate)
 
 
 def test_a_worker_that_dies_while_starting_is_replaced(tmp_path, monkeypatch):
@@ -566,7 +566,7 @@ def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
     child.close()
     case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
     assert parent.recv()[0] == "ready"
-    parent.send((str(tmp_path), [case], True, False))
+    parent.send((str(tmp_path), [case], True, False, [0]))
     messages = [parent.recv() for _ in range(4)]
     parent.send(None)
     worker.join(60)

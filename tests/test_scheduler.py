@@ -24,12 +24,12 @@ class _ThreadWorker(_Worker):
     def _serve(self, conn, log, failing):
         conn.send(("ready",))
         while (task := conn.recv()) is not None:
-            overlay, case_dicts, stop_at_first_failure, _ = task
+            overlay, case_dicts, stop_at_first_failure, _, _ = task
             for index, case in enumerate(case_dicts):
                 conn.send(("start", index))
                 log.append((self.name, overlay, case["id"]))
                 result = FAIL if case["id"] in failing else PASS
-                conn.send(("case", index, result, "", 0.001))
+                conn.send(("case", index, result, "", 0.001, 0))
                 if result != PASS and stop_at_first_failure:
                     break
             conn.send(("done", True))
@@ -49,7 +49,7 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
         return workers[-1]
 
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
-                             timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0,
+                             timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0, case_peak_by_index=lambda i: 0,
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
                              _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
     finished = _Scheduler(runner, tasks, label="").run()
