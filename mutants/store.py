@@ -60,14 +60,7 @@ CREATE TABLE baselines (
     seconds REAL NOT NULL,
     PRIMARY KEY (suite, digest, device, case_id)
 );
-CREATE TABLE case_memory (
-    suite TEXT NOT NULL,
-    digest TEXT NOT NULL,
-    device TEXT NOT NULL,
-    case_id TEXT NOT NULL,
-    peak_bytes INTEGER NOT NULL,
-    PRIMARY KEY (suite, digest, device, case_id)
-);
+{case_memory}
 CREATE TABLE runs (
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -97,6 +90,19 @@ CREATE TABLE searches (
 );
 PRAGMA user_version = {version};
 """
+
+CASE_MEMORY = """CREATE TABLE case_memory (
+    suite TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    peak_bytes INTEGER NOT NULL,
+    PRIMARY KEY (suite, digest, device, case_id)
+);"""
+
+# what a store of an older version lacks, added when it is opened for writing; its tables
+# are otherwise this version's, so a report reads it as it is
+ADDED_SINCE = {3: CASE_MEMORY}
 
 
 def default_store_path(project: Path = Path(".")) -> Path:
@@ -174,11 +180,16 @@ class Store:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
+        if version in ADDED_SINCE:
+            if create:
+                with self.db:
+                    self.db.executescript(f"{ADDED_SINCE[version]}\nPRAGMA user_version = {SCHEMA_VERSION};")
+            return
         tables = self.db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if version == 0 and tables == 0 and create:
             outcomes, case_results = _allowed_values()
             self.db.executescript(SCHEMA.format(outcomes=_sql_list(outcomes), case_results=_sql_list(case_results),
-                                                version=SCHEMA_VERSION))
+                                                case_memory=CASE_MEMORY, version=SCHEMA_VERSION))
             return
         if tables == 0:
             raise StoreError(f"{self.path}: no result store here; run `kmut run` first")
@@ -257,7 +268,10 @@ class Store:
         }
         with self.db:
             for table, (query, values) in copies.items():
-                rows = other.db.execute(query, values).fetchall()
+                try:
+                    rows = other.db.execute(query, values).fetchall()
+                except sqlite3.OperationalError:  # a table its older version lacks
+                    continue
                 if rows:
                     marks = ",".join("?" * len(rows[0]))
                     self.db.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({marks})", rows)
@@ -298,9 +312,13 @@ class Store:
         return dict(rows)
 
     def case_memory(self, scope: Scope) -> dict[str, int]:
-        rows = self.db.execute(
-            "SELECT case_id, peak_bytes FROM case_memory WHERE suite=? AND digest=? AND device=?",
-            (scope.suite, scope.digest, scope.device))
+        """The baseline's peak GPU memory per case (none measured: empty)."""
+        try:
+            rows = self.db.execute(
+                "SELECT case_id, peak_bytes FROM case_memory WHERE suite=? AND digest=? AND device=?",
+                (scope.suite, scope.digest, scope.device)).fetchall()
+        except sqlite3.OperationalError:  # a store of version 3 opened read-only
+            return {}
         return dict(rows)
 
     # -- runs --

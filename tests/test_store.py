@@ -82,6 +82,26 @@ def test_a_store_of_another_schema_version_is_refused(tmp_path):
         Store(path)
 
 
+def test_a_version_3_store_gains_the_case_memory_table_and_keeps_its_results(tmp_path):
+    """Version 4 only added the baseline's peak GPU memory per case: a store of version 3 is
+    read as it is, and opened for writing it gains the table, its results untouched."""
+    path = tmp_path / "results.sqlite"
+    store = Store(path)
+    store.save(SCOPE, _result("k1", "m1"))
+    store.save_baseline(SCOPE, {"c1": 0.5})
+    with store.db:
+        store.db.executescript("DROP TABLE case_memory; PRAGMA user_version = 3;")
+    store.close()
+    reader = Store(path, read_only=True)
+    assert set(reader.results(SCOPE, {"k1": "m1"})) == {"k1"} and reader.case_memory(SCOPE) == {}
+    reader.close()
+    writer = Store(path)
+    assert writer.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    writer.save_baseline(SCOPE, {"c1": 0.5}, {"c1": 2**33})
+    assert writer.case_memory(SCOPE) == {"c1": 2**33} and writer.baseline(SCOPE) == {"c1": 0.5}
+    assert set(writer.results(SCOPE, {"k1": "m1"})) == {"k1"}
+
+
 def test_a_file_that_is_not_sqlite_or_cannot_be_created_is_a_store_error(tmp_path):
     junk = tmp_path / "junk.sqlite"
     junk.write_bytes(b"not a database at all " * 100)
