@@ -753,7 +753,8 @@ class _Scheduler:
 
     A task whose worker hangs past its case's timeout is finished as timeout for that case; one
     whose worker is lost goes on in a fresh worker from that case, twice at most, and then
-    records the case as crashed. In matrix mode the cases left after a recorded hang or crash
+    records the case as crashed; a case the machine failed (out of memory, I/O) goes out
+    again the same way, twice at most, before the failure is its result. In matrix mode the cases left after a recorded hang or crash
     go on in a fresh worker. A worker that dies before it is ready is replaced; when several in a
     row do, the batch stops with WorkerStartError.
     """
@@ -871,7 +872,11 @@ class _Scheduler:
         elif message[0] == "case":
             _, index, result, text, seconds, peak_bytes = message
             clock.add("cases", seconds)
-            progress.results.setdefault(worker.cases[index], CaseRecord(result, text, seconds, peak_bytes=peak_bytes))
+            case = worker.cases[index]
+            if result == ERROR and progress.retries < WORKER_RETRIES and case not in progress.results:
+                progress.retries += 1  # the machine failed the case (memory, I/O): it goes out again
+            else:
+                progress.results.setdefault(case, CaseRecord(result, text, seconds, peak_bytes=peak_bytes))
             worker.current, worker.deadline = None, float("inf")
             if self.per_case:
                 self._report()

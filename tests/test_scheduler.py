@@ -8,14 +8,15 @@ from types import SimpleNamespace
 
 from mutants.clock import RunClock
 from mutants.runner import SHARE_CASES, _Scheduler, _Task, _Worker
-from mutants.worker import FAIL, PASS
+from mutants.worker import ERROR, FAIL, PASS
 
 
 class _ThreadWorker(_Worker):
     """A worker whose cases pass, except those named in ``failing``; it logs who ran what."""
 
-    def __init__(self, name: str, log: list, failing: set[str]):
+    def __init__(self, name: str, log: list, failing: set[str], machine_fails: dict[str, int] | None = None):
         self.device, self.name = "cpu", name
+        self.machine_fails = {} if machine_fails is None else machine_fails  # case id -> tries the machine fails
         self.conn, child = Pipe()
         self.begin()
         self.thread = threading.Thread(target=self._serve, args=(child, log, failing), daemon=True)
@@ -29,7 +30,10 @@ class _ThreadWorker(_Worker):
                 conn.send(("start", index))
                 log.append((self.name, overlay, case["id"]))
                 result = FAIL if case["id"] in failing else PASS
-                conn.send(("case", index, result, "", 0.001, 0))
+                if self.machine_fails.get(case["id"], 0) > 0:
+                    self.machine_fails[case["id"]] -= 1
+                    result = ERROR
+                conn.send(("case", index, result, "CUDA out of memory" if result == ERROR else "", 0.001, 0))
                 if result != PASS and stop_at_first_failure:
                     break
             conn.send(("done", True))
@@ -41,11 +45,13 @@ class _ThreadWorker(_Worker):
     kill = stop
 
 
-def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1):
+def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1,
+         machine_fails: dict[str, int] | None = None):
     log, workers = [], []
+    shared_fails = dict(machine_fails or {})  # one machine: its failures span the workers
 
     def start_worker(taken):
-        workers.append(_ThreadWorker(f"w{len(workers)}", log, set(failing)))
+        workers.append(_ThreadWorker(f"w{len(workers)}", log, set(failing), shared_fails))
         return workers[-1]
 
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
@@ -122,3 +128,16 @@ def test_a_long_survivors_later_shares_grow_so_it_goes_through_the_scheduler_few
     assert sorted(int(case[1:]) for _, _, case in log) == list(range(2000))
     assert sizes[0] == SHARE_CASES and max(sizes) == MAX_SHARE_CASES
     assert len(sizes) <= 2000 // MAX_SHARE_CASES + 20, sizes
+
+
+def test_a_case_the_machine_failed_goes_out_again_before_it_is_the_mutants_outcome():
+    """Out of device memory because other workers held it is the machine's failure, not the
+    mutant's: the case runs again, and only a failure on every try is recorded."""
+    finished, log = _run([_Task("m", "o1", [0, 1, 2], True)], jobs=2, cases=3, machine_fails={"c1": 2})
+    (progress,) = finished
+    assert [r.result for _, r in sorted(progress.results.items())] == [PASS, PASS, PASS]
+    assert [case for _, _, case in log].count("c1") == 3
+    finished, _ = _run([_Task("m", "o1", [0, 1, 2], True)], jobs=2, cases=3, machine_fails={"c1": 3})
+    (progress,) = finished
+    assert progress.results[1].result == ERROR and "out of memory" in progress.results[1].text
+    assert 2 not in progress.results  # first-kill: the crash ends the mutant
