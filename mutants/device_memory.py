@@ -121,7 +121,19 @@ class CaseMemory:
         finally:
             try:
                 peak.append(torch.cuda.max_memory_reserved())
-                if torch.cuda.memory_reserved() > KEEP_CACHED:
-                    torch.cuda.empty_cache()
             except RuntimeError:
                 pass  # the case faulted the device: the worker is replaced, and its memory freed
+            self.release()
+
+    def release(self) -> None:
+        """Return the allocator's cache to the device when it holds more than ``KEEP_CACHED``
+        (after a case that ran out of memory: what its traceback held is free only now)."""
+        if not self.total:
+            return
+        import torch
+
+        try:
+            if torch.cuda.memory_reserved() > KEEP_CACHED:
+                torch.cuda.empty_cache()
+        except RuntimeError:
+            pass

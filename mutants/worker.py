@@ -178,6 +178,8 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
                 conn.send(("start", index))
                 started, peak = time.perf_counter(), []
                 result, message, faulted = _run_case(fields, run_op, device, memory, peak)
+                if result == ERROR:
+                    memory.release()
             conn.send(("case", index, result, message, time.perf_counter() - started, max(peak, default=0)))
             if faulted or (result != PASS and stop_at_first_failure):
                 break
