@@ -68,13 +68,8 @@ class MemoryGate:
                 for slot in self.slots:
                     if len(taken) == units:
                         break
-                    handle = os.open(slot, os.O_RDWR)
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        os.close(handle)
-                        continue
-                    taken.append(handle)
+                    if (handle := _locked(slot)) is not None:
+                        taken.append(handle)
                 if len(taken) < units:
                     time.sleep(POLL_SECONDS)  # the units still missing are held by running cases
             return taken
@@ -85,22 +80,27 @@ class MemoryGate:
         """Units no case holds now (for tests and diagnostics)."""
         free = 0
         for slot in self.slots:
-            handle = os.open(slot, os.O_RDWR)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                free += 1
-            except BlockingIOError:
-                pass
-            finally:
+            if (handle := _locked(slot)) is not None:
                 os.close(handle)
+                free += 1
         return free
+
+
+def _locked(slot: Path) -> int | None:
+    """A handle holding ``slot``'s lock, or None when another holds it."""
+    handle = os.open(slot, os.O_RDWR)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(handle)
+        return None
+    return handle
 
 
 class CaseMemory:
     """In a GPU worker: each case's peak device memory, and the cache it leaves returned."""
 
     def __init__(self, device: str):
-        self.device = device
         self.total = 0
         if device.startswith("cuda"):
             import torch

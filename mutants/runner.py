@@ -161,6 +161,7 @@ class _Worker:
         self.kernel = ""  # the kernel it compiles, in the compile phase
         self.progress: _Progress | None = None
         self.cases: list[int] = []  # the case indices of the share sent, in the order sent
+        self.peaks: list[int] = []  # their peak GPU memory on the baseline, in bytes
         self.current: int | None = None  # the case it runs now
         self.deadline = float("inf")
 
@@ -754,8 +755,8 @@ class _Scheduler:
     A task whose worker hangs past its case's timeout is finished as timeout for that case; one
     whose worker is lost goes on in a fresh worker from that case, twice at most, and then
     records the case as crashed; a case the machine failed (out of memory, I/O) goes out
-    again the same way, twice at most, before the failure is its result. In matrix mode the cases left after a recorded hang or crash
-    go on in a fresh worker. A worker that dies before it is ready is replaced; when several in a
+    again, twice at most, before the failure is its result. In matrix mode the cases left
+    after a recorded hang or crash go on in a fresh worker. A worker that dies before it is ready is replaced; when several in a
     row do, the batch stops with WorkerStartError.
     """
 
