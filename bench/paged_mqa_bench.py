@@ -6,9 +6,10 @@ measured in the same run.
 First measures the device-to-device copy bandwidth (bytes read plus bytes written), then
 times each shape two ways (``bench/timing.py``): CUDA-graph replay over input sets rotated
 through more than twice the L2, and ``do_bench`` with the L2 flushed (the earlier method),
-each repeated and printed as median (min-max). The floor of a shape is the bytes the kernel
-moves (the model of its work in ``kernel/work.py``: every key tile and scale of the context,
-the query rows and weights once per program, every logit written once) over that bandwidth.
+each repeated and printed as median (min-max). The floor of a shape is the bytes a call must
+move (the model of the kernel's work in ``kernel/work.py`` with all next_n slots in one group:
+every key tile and scale of the context once, the query rows and weights once per program,
+every logit written once) over that bandwidth.
 DeepGEMM's rows are timed the same way on the same input sets, after its values are checked
 against ours; where it is absent or does not take a shape, the row says why.
 """

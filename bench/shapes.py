@@ -69,19 +69,22 @@ def build(shape: Shape, seed: int, device) -> OpInputs:
 
 def rotated_inputs(shape: Shape, device) -> tuple[list[OpInputs], int]:
     """Input sets for timing ``shape``, enough that one round of them moves more than twice
-    the L2 (``bench/timing.py``), and the bytes one call moves."""
+    the L2 (``bench/timing.py``), and the bytes one call moves at least."""
     from bench.timing import input_sets, l2_bytes
 
     first = build(shape, 0, device)
-    moved = bytes_moved(first, shape.tuning)
+    moved = floor_bytes(first, shape.tuning)
     return [first] + [build(shape, seed, device) for seed in range(1, input_sets(moved, l2_bytes(device)))], moved
 
 
-def bytes_moved(inputs: OpInputs, tuning: dict) -> int:
-    """What the kernel moves for ``inputs`` called with ``tuning``: the model of its work
-    (``kernel/work.py``) that the CPU suites hold every launch to."""
+def floor_bytes(inputs: OpInputs, tuning: dict) -> int:
+    """The bytes a call with ``inputs`` must move to and from memory: the model of the
+    kernel's work (``kernel/work.py``, which the CPU suites hold every launch to) with every
+    next_n slot in one group, so each key tile counted once. The launcher's slot groups
+    re-read a tile once per group, from the L2 when the groups run side by side."""
     from kernel import plan_launch
     from kernel.work import launch_work
 
-    return launch_work(plan_launch(*inputs.op_args(), **inputs.op_kwargs(), validate=False, **tuning)).bytes_moved()
-
+    next_n = inputs.q.shape[1]
+    one_group = dict(tuning, slots_per_program=1 << (next_n - 1).bit_length())
+    return launch_work(plan_launch(*inputs.op_args(), **inputs.op_kwargs(), validate=False, **one_group)).bytes_moved()

@@ -1,12 +1,13 @@
 """Sweep the launcher's tuning knobs on benchmark shapes and print each setting's time.
 
     python -m bench.tune [--shapes NAME ...] [--block-n 32 64 128] [--num-warps 4 8]
-                         [--num-stages 1 2 3 4] [--num-splits 0 8 16]
+                         [--num-stages 1 2 3 4] [--num-splits 0 8 16] [--slots-per-program 0 1 2]
 
 Each setting is timed by CUDA-graph replay (``bench/timing.py``, median of 3 repeats).
 Every setting is checked against the first setting's output (bitwise: the knobs must never
 change the result) before it is timed; a setting that differs is reported, not timed, and the
-exit status is 1. ``--num-splits 0`` means the launcher's own choice.
+exit status is 1. ``--num-splits 0`` and ``--slots-per-program 0`` mean the launcher's own
+choice.
 """
 
 import argparse
@@ -26,6 +27,7 @@ def main(argv=None) -> int:
     parser.add_argument("--num-warps", nargs="*", type=int, default=[4, 8])
     parser.add_argument("--num-stages", nargs="*", type=int, default=[1, 2, 3])
     parser.add_argument("--num-splits", nargs="*", type=int, default=[0])
+    parser.add_argument("--slots-per-program", nargs="*", type=int, default=[0])
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: tuning needs a CUDA device", file=sys.stderr)
@@ -42,9 +44,10 @@ def main(argv=None) -> int:
         inputs, moved = rotated_inputs(shape, device)
         reference = None
         results = []
-        for block_n, warps, stages, splits in itertools.product(args.block_n, args.num_warps, args.num_stages,
-                                                                args.num_splits):
-            knobs = dict(block_n=block_n, num_warps=warps, num_stages=stages, num_splits=splits or None)
+        for block_n, warps, stages, splits, slots in itertools.product(
+                args.block_n, args.num_warps, args.num_stages, args.num_splits, args.slots_per_program):
+            knobs = dict(block_n=block_n, num_warps=warps, num_stages=stages, num_splits=splits or None,
+                         slots_per_program=slots or None)
             try:
                 out = fp8_paged_mqa_logits(*inputs[0].op_args(), **inputs[0].op_kwargs(), **knobs)
             except Exception as error:  # a setting the compiler rejects (registers, shared memory)

@@ -9,12 +9,14 @@ Keys are fp8 (e4m3) with one float32 scale per token, co-packed per physical blo
 ``KV_BLOCK * HEAD_DIM`` key bytes, then ``KV_BLOCK`` scales. Scales are positive, so the
 scale is applied once after the head sum.
 
-One program owns one sequence and a contiguous range of ``BLOCK_N``-token tiles of its
-context. Per tile, one fp8 dot puts the tile's tokens on the M side and the query rows of
-every next_n slot and every head on the N side, so each key byte is read once per sequence
-whatever next_n is, and the head sum runs along the accumulator's N axis, inside a warp.
-The key loads are software-pipelined (``NUM_STAGES``): Triton keeps about ``NUM_STAGES / 2``
-tiles in flight.
+One program owns one sequence, a group of ``SLOT_GROUP`` of its next_n slots, and a
+contiguous range of ``BLOCK_N``-token tiles of its context. Per tile, one fp8 dot puts the
+tile's tokens on the M side and the query rows of the group's slots and every head on the N
+side, and the head sum runs along the accumulator's N axis, inside a warp. The groups of one
+tile range are neighbours in the grid, so the key bytes the first one reads from memory the
+others find in the L2. A group whose slots are all past a sequence's live rows computes
+nothing: it fills its rows with ``-inf``. The key loads are software-pipelined
+(``NUM_STAGES``): Triton keeps about ``NUM_STAGES / 2`` tiles in flight.
 """
 
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ def _paged_mqa_logits_kernel(
     num_splits,
     # meta-parameters
     NEXT_N: tl.constexpr,
-    NEXT_N_PAD: tl.constexpr,
+    SLOT_GROUP: tl.constexpr,  # next_n slots per program, a power of two
     HEADS: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     KV_BLOCK: tl.constexpr,
@@ -53,12 +55,12 @@ def _paged_mqa_logits_kernel(
     HAS_NEXT_N_LENS: tl.constexpr,
     NUM_STAGES: tl.constexpr,
 ):
-    tl.static_assert(NEXT_N_PAD >= NEXT_N)
-    tl.static_assert(NEXT_N_PAD * HEADS >= 16)
+    tl.static_assert(SLOT_GROUP * HEADS >= 16)
     tl.static_assert(BLOCK_N >= 16)
     tl.static_assert(HEAD_DIM % 32 == 0)
     tl.static_assert(not PRESHUFFLE or KV_BLOCK % 16 == 0)
-    ROWS: tl.constexpr = NEXT_N_PAD * HEADS
+    ROWS: tl.constexpr = SLOT_GROUP * HEADS
+    GROUPS: tl.constexpr = (NEXT_N + SLOT_GROUP - 1) // SLOT_GROUP
     BLOCK_BYTES: tl.constexpr = KV_BLOCK * (HEAD_DIM + 4)
     # A tile lies inside one physical block when blocks are whole multiples of the tile:
     # then one block-table entry serves the whole tile.
@@ -66,7 +68,8 @@ def _paged_mqa_logits_kernel(
     # copies of a tile that fill the 64 rows of one warp-group MMA (see the dot below)
     TILE_REPEAT: tl.constexpr = max(64 // BLOCK_N, 1)
 
-    pid_b = tl.program_id(0)
+    pid_b = tl.program_id(0) // GROUPS
+    first_slot = tl.program_id(0) % GROUPS * SLOT_GROUP
     pid_s = tl.program_id(1)
 
     context_len = tl.load(context_lens_ptr + pid_b)
@@ -75,28 +78,29 @@ def _paged_mqa_logits_kernel(
     else:
         live_rows = NEXT_N
 
-    # -- the query rows of every live next_n slot and every head: the M side of the dot --
+    # -- the query rows of the group's slots and every head: the N side of the dot --
     offs_r = tl.arange(0, ROWS)
-    row_slot = offs_r // HEADS
+    row_slot = first_slot + offs_r // HEADS
     row_live = row_slot < NEXT_N
     offs_d = tl.arange(0, HEAD_DIM)
     # the channels as [16-byte chunk, 1, byte]: the preshuffled layout's view of offs_d
     chunk_d = (tl.arange(0, HEAD_DIM // 16) * 16)[:, None, None] + tl.arange(0, 16)[None, None, :]
-    q_rows = pid_b * NEXT_N * HEADS + offs_r
+    q_rows = (pid_b * NEXT_N + first_slot) * HEADS + offs_r
     q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
     q = tl.load(q_ptrs, mask=row_live[:, None], other=0.0)
     head_weights = tl.load(weights_ptr + q_rows, mask=row_live, other=0.0)
 
-    offs_m = tl.arange(0, NEXT_N_PAD)
+    offs_m = first_slot + tl.arange(0, SLOT_GROUP)
     offs_n = tl.arange(0, BLOCK_N)
     out_rows = (pid_b * NEXT_N + offs_m).to(tl.int64)
     out_row_ptrs = out_ptr + out_rows[None, :] * stride_out
     out_row_mask = (offs_m < NEXT_N)[None, :]
+    group_live = first_slot < live_rows
     # the last position row m may see; rows past the live count see none
     causal_bound = tl.where(offs_m < live_rows, context_len - live_rows + offs_m, -1)
 
-    # -- this program's share of the context tiles --
-    context_tiles = tl.cdiv(context_len, BLOCK_N)
+    # -- this program's share of the context tiles; a group without live rows has none --
+    context_tiles = tl.where(group_live, tl.cdiv(context_len, BLOCK_N), 0)
     tiles_per_split = tl.cdiv(context_tiles, num_splits)
     tile_begin = pid_s * tiles_per_split
     tile_end = tl.minimum(tile_begin + tiles_per_split, context_tiles)
@@ -142,9 +146,9 @@ def _paged_mqa_logits_kernel(
                               (TILE_REPEAT * BLOCK_N, HEAD_DIM))
         scores = tl.dot(keys, tl.trans(q))  # [TILE_REPEAT * BLOCK_N, ROWS] f32
         scores = tl.maximum(scores, 0.0) * head_weights[None, :]
-        logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, NEXT_N_PAD, HEADS)), axis=2)
+        logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, SLOT_GROUP, HEADS)), axis=2)
         if TILE_REPEAT > 1:
-            logits = tl.max(tl.reshape(logits, (TILE_REPEAT, BLOCK_N, NEXT_N_PAD)), axis=0)
+            logits = tl.max(tl.reshape(logits, (TILE_REPEAT, BLOCK_N, SLOT_GROUP)), axis=0)
         logits = logits * scales[:, None]
 
         visible = offs_p[:, None] <= causal_bound[None, :]
@@ -157,7 +161,7 @@ def _paged_mqa_logits_kernel(
     fill_per_split = tl.cdiv(fill_tiles, num_splits)
     fill_begin = context_tiles + pid_s * fill_per_split
     fill_end = tl.minimum(fill_begin + fill_per_split, context_tiles + fill_tiles)
-    neg_inf = tl.full((BLOCK_N, NEXT_N_PAD), float("-inf"), tl.float32)
+    neg_inf = tl.full((BLOCK_N, SLOT_GROUP), float("-inf"), tl.float32)
     for tile in range(fill_begin, fill_end):
         offs_p = tile * BLOCK_N + offs_n
         fill_mask = out_row_mask & (offs_p < max_model_len)[:, None]
@@ -165,7 +169,7 @@ def _paged_mqa_logits_kernel(
 
 
 # what a caller may set of resolve_tuning's arguments
-TUNING_KNOBS = ("num_splits", "block_n", "num_warps", "num_stages")
+TUNING_KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program")
 
 
 @dataclass(frozen=True)
@@ -211,7 +215,7 @@ def fp8_paged_mqa_logits(
     entries) and so cost a host sync; shape, dtype, layout and device checks always run. The
     caller then owns those values: one out of range makes the kernel read or write out of
     bounds, which can return garbage or crash the process. The tuning knobs (``num_splits``,
-    ``block_n``, ``num_warps``, ``num_stages``) never change the result.
+    ``block_n``, ``num_warps``, ``num_stages``, ``slots_per_program``) never change the result.
     """
     return plan_launch(
         q, kv_cache, weights, context_lens, block_table, max_model_len,
@@ -255,7 +259,7 @@ def plan_launch(
     )
     constexprs = dict(
         NEXT_N=dims.next_n,
-        NEXT_N_PAD=tuning.next_n_pad,
+        SLOT_GROUP=tuning.slots_per_program,
         HEADS=dims.heads,
         HEAD_DIM=dims.head_dim,
         KV_BLOCK=dims.kv_block,
@@ -265,4 +269,5 @@ def plan_launch(
         NUM_STAGES=tuning.num_stages,
     )
     options = dict(num_warps=tuning.num_warps)
-    return Launch((dims.batch, tuning.num_splits), args, constexprs, options, out)
+    groups = -(-dims.next_n // tuning.slots_per_program)
+    return Launch((dims.batch * groups, tuning.num_splits), args, constexprs, options, out)

@@ -2,17 +2,18 @@
 
 No knob changes the result; they trade parallelism against per-program overhead. The kernel
 runs one fp8 warp-group MMA per tile, tokens on its M side (64 rows per warp group, a narrower
-tile is repeated to fill them) and the query rows of all next_n slots on its N side. Warps
-beyond those the M side takes split the N side; the head sum stays in-warp, and so gives the
-same bits, only if each warp's share of N holds whole next_n slots. ``num_warps`` is checked
-against that.
+tile is repeated to fill them) and the query rows of a group of next_n slots on its N side
+(``slots_per_program``, a power of two; the groups of a sequence are programs of their own).
+Warps beyond those the M side takes split the N side; the head sum stays in-warp, and so gives
+the same bits, only if each warp's share of N holds whole next_n slots. ``num_warps`` is
+checked against that.
 """
 
 from dataclasses import dataclass
 
 import torch
 
-from kernel.validation import Dims
+from kernel.validation import MIN_QUERY_ROWS, Dims
 
 BLOCK_N_CHOICES = (16, 32, 64, 128)
 # Many short programs rather than one wave of long ones: the hardware scheduler then evens
@@ -20,6 +21,9 @@ BLOCK_N_CHOICES = (16, 32, 64, 128)
 PROGRAMS_PER_SM = 24
 # ...but each program keeps a few tiles, so its load pipeline fills before it drains.
 MIN_TILES_PER_PROGRAM = 4
+# Query rows per program the default keeps to: more next_n slots than fit go to programs of
+# their own, so the accumulator and the per-tile epilogue stay those of a next_n 1-2 program.
+DEFAULT_ROWS_PER_PROGRAM = 128
 # A device without SMs (the CPU interpreter) runs the same split policy as if it had one.
 NOMINAL_SMS = 1
 
@@ -29,6 +33,7 @@ class Tuning:
     num_splits: int
     block_n: int
     next_n_pad: int
+    slots_per_program: int
     num_warps: int
     num_stages: int
 
@@ -46,18 +51,28 @@ def resolve_tuning(
     block_n: int | None,
     num_warps: int | None,
     num_stages: int | None,
+    slots_per_program: int | None = None,
 ) -> Tuning:
     next_n_pad = _next_power_of_two(dims.next_n)
-    rows = next_n_pad * dims.heads
+    narrowest = -(-MIN_QUERY_ROWS // dims.heads)  # heads and both bounds are powers of two
+    if slots_per_program is None:
+        slots_per_program = min(next_n_pad, max(DEFAULT_ROWS_PER_PROGRAM // dims.heads, narrowest, 1))
+    elif not _positive_int(slots_per_program) or slots_per_program & (slots_per_program - 1) \
+            or slots_per_program < narrowest or slots_per_program > next_n_pad:
+        raise ValueError(
+            f"slots_per_program: expected a power of two from {narrowest} to {next_n_pad}"
+            f" with next_n={dims.next_n} and heads={dims.heads} (at least {MIN_QUERY_ROWS} query rows),"
+            f" got {slots_per_program!r}")
+    rows = slots_per_program * dims.heads
     if block_n is None:
         block_n = 64
     elif block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
-        num_splits = _default_splits(dims, sms, block_n)
+        num_splits = _default_splits(dims, sms, block_n, -(-dims.next_n // slots_per_program))
     elif not _positive_int(num_splits):
         raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
-    warp_choices = _warp_choices(block_n, next_n_pad)
+    warp_choices = _warp_choices(block_n, slots_per_program)
     if num_warps is None:
         # more warps only where the query rows fill them without splitting a next_n slot
         num_warps = 8 if rows > 128 and 8 in warp_choices else 4
@@ -66,7 +81,8 @@ def resolve_tuning(
     elif num_warps not in warp_choices:
         raise ValueError(
             f"num_warps: expected one of {warp_choices} with block_n={block_n} and "
-            f"next_n={dims.next_n} (whole warp groups, each warp's MMA columns whole next_n slots), "
+            f"{slots_per_program} next_n slots per program (whole warp groups, each warp's MMA columns"
+            f" whole next_n slots), "
             f"got {num_warps!r}"
         )
     if num_stages is None:
@@ -75,19 +91,19 @@ def resolve_tuning(
         num_stages = (7 if preshuffle else 6) if rows <= 128 else 5
     elif not _positive_int(num_stages):
         raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
-    return Tuning(num_splits, block_n, next_n_pad, num_warps, num_stages)
+    return Tuning(num_splits, block_n, next_n_pad, slots_per_program, num_warps, num_stages)
 
 
-def _warp_choices(block_n: int, next_n_pad: int) -> tuple[int, ...]:
+def _warp_choices(block_n: int, slots: int) -> tuple[int, ...]:
     """Warp counts whose MMA layout keeps every next_n slot's heads inside one warp."""
     m_warps = max(block_n, 64) // 16  # the most warps the M side takes, 16 rows each
-    return tuple(w for w in (4, 8, 16) if w // min(w, m_warps) <= next_n_pad)
+    return tuple(w for w in (4, 8, 16) if w // min(w, m_warps) <= slots)
 
 
-def _default_splits(dims: Dims, sms: int, block_n: int) -> int:
+def _default_splits(dims: Dims, sms: int, block_n: int, groups: int) -> int:
     """Enough programs to fill every SM a few times over, from host-side sizes only."""
     max_tiles = -(-dims.max_blocks * dims.kv_block // block_n)
-    wanted = -(-PROGRAMS_PER_SM * sms // dims.batch)
+    wanted = -(-PROGRAMS_PER_SM * sms // (dims.batch * groups))
     return max(1, min(wanted, max_tiles // MIN_TILES_PER_PROGRAM))
 
 

@@ -2,20 +2,24 @@
 
 Derived from the op's definition and the kernel's documented tiling, not from the kernel's
 code, so a change to the kernel or its launcher that does more (or less) work than this
-design shows up against it even when every value stays right. Per sequence ``b`` with
-``T_b = cdiv(ctx[b], BLOCK_N)`` context tiles, summed over the sequences:
+design shows up against it even when every value stays right. The next_n slots go in groups
+of ``SLOT_GROUP`` (a power of two), ``G = cdiv(next_n, SLOT_GROUP)`` of them; a group is
+live when its first slot is below the sequence's live rows. Per sequence ``b`` with
+``T_b = cdiv(ctx[b], BLOCK_N)`` context tiles and ``L_b`` live groups, summed over the
+sequences:
 
 - keys and scales (``kv_ptr``): every tile's ``BLOCK_N`` tokens, ``HEAD_DIM`` bytes and one
-  float32 scale each; positions past the context re-read the last token;
-- ``block_table_ptr``: one entry per tile when a tile lies inside one physical block
-  (``KV_BLOCK % BLOCK_N == 0``), else one per token of the tile;
-- each program (one per sequence and split) reads its sequence's query rows and head weights,
-  its context length and, when given, its live-row count: the rows of the next_n slots
-  padded to a power of two are addressed, only the real slots' rows moved;
+  float32 scale each, once per live group; positions past the context re-read the last token;
+- ``block_table_ptr``: per live group, one entry per tile when a tile lies inside one
+  physical block (``KV_BLOCK % BLOCK_N == 0``), else one per token of the tile;
+- each program (one per sequence, group and split) reads its group's query rows and head
+  weights, its context length and, when given, its live-row count: the group's
+  ``SLOT_GROUP`` slots' rows are addressed, only those of real slots moved;
 - ``out_ptr``: every cell of the sequence's ``next_n`` rows up to ``max_model_len`` stored
   once; the store tiles address ``cdiv(max_model_len, BLOCK_N) * BLOCK_N`` positions of
-  every padded row;
-- one fp8 dot per tile, its M side the tile repeated to fill a warp group's 64 rows.
+  every row of every group;
+- one fp8 dot per tile and live group, its M side the tile repeated to fill a warp group's
+  64 rows.
 
 ``moved`` counts the lanes a mask lets through, ``addressed`` every lane of an access.
 """
@@ -47,22 +51,27 @@ class Work:
 
 def kernel_work(args: dict) -> Work:
     """The model's work of a launch with ``args``: the kernel's arguments by parameter name,
-    length tensors on the host. Its programs are one per sequence and split, as the launcher's
-    grid should be: a grid with more does more work than this."""
+    length tensors on the host. Its programs are one per sequence, slot group and split, as
+    the launcher's grid should be: a grid with more does more work than this. ``tiles`` below
+    counts a sequence's tiles once per live group."""
     next_n, heads, head_dim = args["NEXT_N"], args["HEADS"], args["HEAD_DIM"]
     block_n, kv_block, max_model_len = args["BLOCK_N"], args["KV_BLOCK"], args["max_model_len"]
-    padded_slots = 1 << (next_n - 1).bit_length()
+    # a group wider than next_n padded to a power of two only adds masked rows
+    group_slots = min(args["SLOT_GROUP"], 1 << (next_n - 1).bit_length())
+    groups = -(-next_n // group_slots)
     lengths = args["context_lens_ptr"].tolist()
     batch = len(lengths)
-    programs = batch * args["num_splits"]
-    tiles = sum(-(-length // block_n) for length in lengths)
+    live = args["next_n_lens_ptr"].tolist() if args["HAS_NEXT_N_LENS"] else [next_n] * batch
+    programs = batch * groups * args["num_splits"]
+    tiles = sum(-(-length // block_n) * -(-rows // group_slots) for length, rows in zip(lengths, live))
     row_tiles = -(-max_model_len // block_n)
 
     key_bytes = tiles * block_n * (head_dim + SCALE_BYTES)
     table_entries = tiles if kv_block % block_n == 0 else tiles * block_n
+    slot_reads = batch * args["num_splits"] * next_n  # over the groups, every real slot once
     read = {
-        "q_ptr": programs * next_n * heads * head_dim,
-        "weights_ptr": programs * next_n * heads * FLOAT_BYTES,
+        "q_ptr": slot_reads * heads * head_dim,
+        "weights_ptr": slot_reads * heads * FLOAT_BYTES,
         "context_lens_ptr": programs * INDEX_BYTES,
         "kv_ptr": key_bytes,
         "block_table_ptr": table_entries * INDEX_BYTES,
@@ -71,15 +80,15 @@ def kernel_work(args: dict) -> Work:
         read["next_n_lens_ptr"] = programs * INDEX_BYTES
     read_addressed = dict(
         read,
-        q_ptr=programs * padded_slots * heads * head_dim,
-        weights_ptr=programs * padded_slots * heads * FLOAT_BYTES,
+        q_ptr=programs * group_slots * heads * head_dim,
+        weights_ptr=programs * group_slots * heads * FLOAT_BYTES,
     )
     return Work(
         read=read,
         written={"out_ptr": batch * next_n * max_model_len * FLOAT_BYTES},
         read_addressed=read_addressed,
-        written_addressed={"out_ptr": batch * row_tiles * block_n * padded_slots * FLOAT_BYTES},
-        dot_flops=tiles * 2 * max(block_n, MMA_ROWS) * head_dim * padded_slots * heads,
+        written_addressed={"out_ptr": batch * groups * row_tiles * block_n * group_slots * FLOAT_BYTES},
+        dot_flops=tiles * 2 * max(block_n, MMA_ROWS) * head_dim * group_slots * heads,
     )
 
 

@@ -101,7 +101,7 @@ BEYOND_STEP_PER_COMPILER = 8
 # constexpr is appended as NAME<value>.
 KEY_FIELDS = (
     ("HEADS", "H"), ("HEAD_DIM", "D"), ("KV_BLOCK", "KVB"), ("PRESHUFFLE", None), ("BLOCK_N", "BN"),
-    ("NEXT_N", "NN"), ("NEXT_N_PAD", "P"), ("HAS_NEXT_N_LENS", "lens"), ("num_warps", "W"), ("NUM_STAGES", "S"),
+    ("NEXT_N", "NN"), ("SLOT_GROUP", "G"), ("HAS_NEXT_N_LENS", "lens"), ("num_warps", "W"), ("NUM_STAGES", "S"),
 )
 
 # torch dtype name -> Triton's type name for a pointer to it (what the JIT's specializer emits)

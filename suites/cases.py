@@ -43,6 +43,11 @@ def _knob(prefix: str, unset: str = "default") -> Callable[[object], str]:
     return lambda value: f"{prefix}_{unset}" if value is None else f"{prefix}{value}"
 
 
+def _unless_default(prefix: str) -> Callable[[object], str]:
+    """A knob added after case ids were first recorded: absent from the id while unset."""
+    return lambda value: "" if value is None else f"{prefix}{value}"
+
+
 def _axis(base, values: tuple, *, compiled: bool, spell: Callable[[object], str]):
     return field(default=base, metadata={"values": values, "compiled": compiled, "spell": spell})
 
@@ -57,6 +62,7 @@ class Case:
     block_n: int | None = _axis(64, (None, *BLOCK_N_CHOICES), compiled=True, spell=_knob("bn"))
     num_warps: int | None = _axis(None, (None, 4, 8), compiled=True, spell=_knob("w"))
     num_stages: int | None = _axis(None, (None, 1, 3), compiled=True, spell=_knob("st"))
+    slots_per_program: int | None = _axis(None, (None, 1, 2, 4), compiled=True, spell=_unless_default("spp"))
     batch: int = _axis(2, (1, 2, 3), compiled=False, spell=_prefixed("b"))
     next_n: int = _axis(2, (1, 2, 3, 8), compiled=True, spell=_prefixed("nn"))
     context: str | tuple[int, ...] = _axis(
@@ -74,7 +80,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        return "-".join(axis.spell(getattr(self, axis.name)) for axis in AXES)
+        return "-".join(filter(None, (axis.spell(getattr(self, axis.name)) for axis in AXES)))
 
     @property
     def seed(self) -> int:
@@ -89,6 +95,7 @@ class Case:
             "block_n": tuning.block_n,
             "num_warps": tuning.num_warps,
             "num_stages": tuning.num_stages,
+            "slots_per_program": tuning.slots_per_program,
             "next_n_lens": self.next_n_lens != "none",
         }
         return tuple(specialized.get(axis.name, getattr(self, axis.name)) for axis in AXES if axis.compiled)
@@ -98,7 +105,7 @@ class Case:
         count is fixed here: the launcher's own depends on the device."""
         dims = Dims(self.batch, self.next_n, self.heads, self.head_dim, self.kv_block, num_blocks=0, max_blocks=0)
         return resolve_tuning(dims, NOMINAL_SMS, self.preshuffle, 1, self.block_n, self.num_warps,
-                              self.num_stages)
+                              self.num_stages, self.slots_per_program)
 
     def is_accepted(self) -> bool:
         """Whether the op accepts this call: layout, tuning knobs, and runtime values beyond
@@ -156,7 +163,7 @@ class Case:
     def tuning(self) -> dict:
         """The knobs this case passes to the op; those left to the launcher are not passed."""
         knobs = {"block_n": self.block_n, "num_splits": self.splits, "num_warps": self.num_warps,
-                 "num_stages": self.num_stages}
+                 "num_stages": self.num_stages, "slots_per_program": self.slots_per_program}
         return {name: value for name, value in knobs.items() if value is not None}
 
     def min_pool_bytes(self) -> int:
@@ -196,13 +203,14 @@ GATHER_PATHS = {
 # The exhaustive sweep is every axis's values crossed, trimmed where curated already pairs
 # a value with everything (next_n=2 is the base case, split 2 sits between 1 and 3,
 # block_n left to the launcher is the kernel of block_n 64). The knobs that only tune
-# (warps, stages), the block-table layouts and the >2 GiB pool (a few GB of host memory per
+# (warps, stages, slots per program), the block-table layouts and the >2 GiB pool (a few GB of host memory per
 # case) stay in curated: crossed with the rest they would multiply the sweep by 25.
 EXHAUSTIVE_VALUES = {
     **VALUES,
     "block_n": BLOCK_N_CHOICES,
     "num_warps": (None,),
     "num_stages": (None,),
+    "slots_per_program": (None,),
     "batch": (1, 3),
     "next_n": (1, 3, 8),
     "splits": (None, 1, 3),
@@ -264,10 +272,12 @@ def curated() -> list[Case]:
     cases = [replace(BASE, heads=heads, head_dim=head_dim, block_n=block_n, **layout)
              for heads, head_dim, layout, block_n in
              itertools.product(VALUES["heads"], VALUES["head_dim"], _layouts(), BLOCK_N_CHOICES)]
-    for axis in AXES:
-        cases += [replace(BASE, **{axis.name: value}) for value in axis.values]
+    for axis in AXES:  # (a slot group wider than the base case's next_n is not a call)
+        cases += [case for case in (replace(BASE, **{axis.name: value}) for value in axis.values)
+                  if axis.name != "slots_per_program" or case.is_accepted()]
     cases += [replace(default_tuned, **layout) for layout in _layouts()]
-    cases += [replace(default_tuned, next_n=3)]  # the launcher's 8 warps and 5 stages
+    cases += [replace(default_tuned, next_n=3)]  # two slot groups, the second half padding
+    cases += [replace(default_tuned, next_n=3, slots_per_program=4)]  # the launcher's 8 warps and 5 stages
     cases += _cross(small, num_warps=(4, 8), num_stages=(1, 3))
     cases += [replace(small, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
     cases += _cross(small, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
@@ -275,6 +285,9 @@ def curated() -> list[Case]:
     cases += _cross(small, block_n=BLOCK_N_CHOICES, kv_block=(1, 5, 16, 48, 64), context=("ragged",), splits=(3,))
     cases += _cross(small, next_n_lens=("ragged",), next_n=(3, 8), splits=(1, 3), batch=(3,))
     cases += [replace(small, context="equals-nn", next_n_lens="ragged", next_n=3, batch=3)]
+    # slot groups of one and two slots: partial last groups, groups with no live row
+    cases += _cross(small, next_n_lens=("none", "ragged"), next_n=(3, 8), slots_per_program=(1, 2), splits=(3,),
+                    batch=(3,))
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     cases += [_on_gather_path(replace(small, pool="over-2gib"), layouts[0]) for layouts in GATHER_PATHS.values()]

@@ -27,7 +27,7 @@ def test_cases_travel_as_records():
 
 
 @pytest.mark.parametrize("constant, value", [("PROGRAMS_PER_SM", 25), ("MIN_TILES_PER_PROGRAM", 3),
-                                             ("NOMINAL_SMS", 2)])
+                                             ("NOMINAL_SMS", 2), ("DEFAULT_ROWS_PER_PROGRAM", 256)])
 def test_a_changed_split_policy_fails(monkeypatch, constant, value):
     monkeypatch.setattr(kernel.tuning, constant, value)
     failures = []
@@ -36,10 +36,10 @@ def test_a_changed_split_policy_fails(monkeypatch, constant, value):
             check(defaults, fp8_paged_mqa_logits, "cpu")
         except AssertionError as error:
             failures.append(str(error))
-    assert failures and "(num_splits, block_n, num_warps, num_stages)" in failures[0]
+    assert failures and "(num_splits, block_n, num_warps, num_stages, slots_per_program)" in failures[0]
 
 
 def test_a_changed_warp_rule_fails(monkeypatch):
-    monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, next_n_pad: (4, 8, 16))
+    monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, slots: (4, 8, 16))
     with pytest.raises(AssertionError, match="num_warps accepted"):
         check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")

@@ -1,6 +1,7 @@
 """The tuning the launcher picks when the caller passes no knob, pinned as data.
 
-The defaults are what most users run: a changed split count, warp count or pipeline depth
+The defaults are what most users run: a changed split count, warp count, pipeline depth or
+next_n slot grouping
 computes the same values and the same work per launch, so no logits case can see it, yet
 it changes the op's speed. ``tuning_defaults.json`` holds, for a grid of shapes on the CPU
 interpreter and on GPUs of 78 and 132 SMs, the knobs the launcher chooses, and for every
@@ -64,7 +65,8 @@ def defaults_cases() -> list[DefaultsCase]:
 
 def chosen(launcher, sms: str) -> dict:
     """What ``launcher`` (the module of ``plan_launch``) picks at ``sms``: per shape of the
-    grid, its (num_splits, block_n, num_warps, num_stages); per tile width and next_n, the
+    grid, its (num_splits, block_n, num_warps, num_stages, slots_per_program); per tile width
+    and next_n, the
     warp counts it accepts."""
     from kernel.validation import Dims
 
@@ -75,7 +77,8 @@ def chosen(launcher, sms: str) -> dict:
         dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
         tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None)
         key = f"B{batch}-nn{next_n}-H{heads}-kvb{kv_block}{'-preshuffle' if preshuffle else ''}-T{tokens}-bn{block_n}"
-        picks[key] = f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
+        picks[key] = (f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
+                      f" {tuning.slots_per_program}")
     accepted = {}
     for block_n, next_n in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 8)):
         dims = Dims(1, next_n, 64, HEAD_DIM, 64, num_blocks=1, max_blocks=1)
@@ -102,7 +105,8 @@ def check_defaults(case: DefaultsCase, op) -> None:
         for key, want in pinned[part].items():
             have = got[part].get(key)
             if have != want:
-                what = "(num_splits, block_n, num_warps, num_stages)" if part == "defaults" else "num_warps accepted"
+                what = ("(num_splits, block_n, num_warps, num_stages, slots_per_program)" if part == "defaults"
+                        else "num_warps accepted")
                 raise AssertionError(f"tuning at {case.sms} SMs, {key}: {what} {have}, pinned {want}")
 
 

@@ -171,7 +171,7 @@ def test_the_default_warp_count_obeys_the_rule_a_callers_count_does():
     for heads, next_n in ((32, 1), (64, 1), (256, 1), (64, 3), (32, 8), (64, 8)):
         dims = Dims(2, next_n, heads, 128, 64, num_blocks=4, max_blocks=2)
         tuning = resolve_tuning(dims, NOMINAL_SMS, False, 1, None, None, None)
-        assert tuning.num_warps in _warp_choices(tuning.block_n, tuning.next_n_pad), (heads, next_n)
+        assert tuning.num_warps in _warp_choices(tuning.block_n, tuning.slots_per_program), (heads, next_n)
     wide = resolve_tuning(Dims(2, 8, 64, 128, 64, num_blocks=4, max_blocks=2), NOMINAL_SMS, False, 1,
-                          None, None, None)
+                          None, None, None, slots_per_program=8)
     assert wide.num_warps == 8

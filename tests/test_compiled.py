@@ -164,7 +164,7 @@ def test_curated_targets_are_deterministic_and_distinct():
 def test_target_spells_the_launch(targets):
     (target,) = targets
     # num_warps and NUM_STAGES come from the launcher's tuning, the rest from the case
-    assert target.key.startswith("H32-D64-KVB64-flat-BN64-NN2-P2-lens0-W")
+    assert target.key.startswith("H32-D64-KVB64-flat-BN64-NN2-G2-lens0-W")
     assert dict(target.constexprs)["HEADS"] == 32 and "num_warps" in dict(target.options)
     assert [name for name, _ in target.signature][:2] == ["q_ptr", "kv_ptr"]
 

@@ -110,7 +110,7 @@ def test_the_kernel_does_the_model_s_work(axes):
 def _padding_next_n_twice(*args, **keywords):
     """Right values, twice the padded query rows: more masked loads and MMA columns."""
     launch = plan_launch(*args, **keywords)
-    constexprs = dict(launch.constexprs, NEXT_N_PAD=2 * launch.constexprs["NEXT_N_PAD"])
+    constexprs = dict(launch.constexprs, SLOT_GROUP=2 * launch.constexprs["SLOT_GROUP"])
     return dataclasses.replace(launch, constexprs=constexprs).run()
 
 
