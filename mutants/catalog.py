@@ -138,6 +138,16 @@ def _uneven_split(case: Case) -> bool:
     return bool(case.splits) and case.splits > 1 and any(t % case.splits for t in _tiles(case))
 
 
+def _slots(case: Case) -> int:
+    return case.launcher_tuning().slots_per_program
+
+
+def _a_group_starts_at_the_live_rows(case: Case) -> bool:
+    """Some sequence's live-row count is the first slot of one of its slot groups."""
+    groups = -(-case.next_n // _slots(case))
+    return any(rows % _slots(case) == 0 and rows < groups * _slots(case) for rows in case.live_rows() or ())
+
+
 def _tiles_per_program(case: Case) -> int:
     return max(-(-t // (case.splits or 1)) for t in _tiles(case))
 
@@ -225,6 +235,24 @@ CATALOG: tuple[Bug, ...] = (
         description="the first dead row of a ragged next_n sequence is treated as live",
         exposed_by=Exposure("ragged next_n_lens", _logits(lambda c: c.next_n_lens == "ragged" and c.next_n >= 2)),
         site=m.Comparison(left=m.Name("offs_m"),
+                          comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name("live_rows"))]),
+        mutate=_with_operator(cst.LessThanEqual()),
+    ),
+    Bug(
+        name="slot-group-reads-slot-zero-queries",
+        description="every slot group of a sequence reads the query rows of its first group",
+        exposed_by=Exposure("next_n above the slots per program (several slot groups)",
+                            _logits(lambda c: c.next_n > _slots(c))),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("q_rows"))]),
+        mutate=lambda node: node.with_changes(value=_expr("pid_b * NEXT_N * HEADS + offs_r")),
+    ),
+    Bug(
+        name="dead-slot-group-computed",
+        description="a slot group starting at the sequence's live-row count counts as live: it computes"
+                    " every tile for rows that are -inf throughout, the same values, more key traffic",
+        exposed_by=Exposure("ragged next_n_lens with a live-row count on a slot-group boundary (the"
+                            " interpreter's work accounting)", _logits(_a_group_starts_at_the_live_rows)),
+        site=m.Comparison(left=m.Name("first_slot"),
                           comparisons=[m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name("live_rows"))]),
         mutate=_with_operator(cst.LessThanEqual()),
     ),

@@ -145,11 +145,15 @@ def test_a_mismatch_names_the_argument_the_ratio_and_both_sizes():
     assert work_mismatch(model, model) is None
 
 
-def test_the_benchmark_counts_the_bytes_the_interpreter_meters():
-    from bench.shapes import Shape, build, bytes_moved
+def test_the_benchmark_floor_is_what_the_interpreter_meters_with_every_slot_in_one_group():
+    """The floor counts each key tile once; the launcher's two slot groups read each twice."""
+    from bench.shapes import Shape, build, floor_bytes
 
-    shape = Shape(name="small", batch=2, next_n=2, context=300, heads=32, head_dim=64, kv_block=16)
+    shape = Shape(name="small", batch=2, next_n=3, context=300, heads=64, head_dim=64, kv_block=16)
     inputs = build(shape, seed=0, device="cpu")
-    with metered() as launches:
-        kernel.fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs(), **shape.tuning)
-    assert bytes_moved(inputs, shape.tuning) == measured_work(launches[0]).bytes_moved()
+    metered_bytes = {}
+    for slots in (4, None):
+        with metered() as launches:
+            kernel.fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs(), slots_per_program=slots)
+        metered_bytes[slots] = measured_work(launches[0]).bytes_moved()
+    assert floor_bytes(inputs, shape.tuning) == metered_bytes[4] < metered_bytes[None]
