@@ -344,6 +344,11 @@ def _one_next_n_slot(inputs: OpInputs) -> bool:
     return inputs.q.shape[1] == 1
 
 
+def _several_slots_padded_to_four(inputs: OpInputs) -> bool:
+    """next_n 3 or 4: 3 slots per program would fit under the padded next_n, but is no power of two."""
+    return inputs.q.shape[1] in (3, 4)
+
+
 def _has_next_n_lens(inputs: OpInputs) -> bool:
     return inputs.next_n_lens is not None
 
@@ -491,6 +496,13 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               _one_next_n_slot, bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
     InputEdit("num_stages-float", "num_stages", ValueError, _keywords(num_stages=2.0)),
+    InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),
+    InputEdit("slots_per_program-bool", "slots_per_program", ValueError, _keywords(slots_per_program=True)),
+    InputEdit("slots_per_program-not-a-power-of-two", "slots_per_program", ValueError,
+              lambda inputs: Call(inputs, {"slots_per_program": 3}), _several_slots_padded_to_four),
+    # a group wider than next_n padded to a power of two: only masked query rows
+    InputEdit("slots_per_program-past-next-n", "slots_per_program", ValueError,
+              lambda inputs: Call(inputs, {"slots_per_program": 2 << (inputs.q.shape[1] - 1).bit_length()})),
 ]}
 
 

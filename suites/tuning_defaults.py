@@ -22,16 +22,19 @@ import torch
 TABLE = Path(__file__).with_name("tuning_defaults.json")
 # the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
 SM_COUNTS = ("cpu", "78", "132")
-# each default's rule meets a boundary inside the grid: query rows 64 to 512 (warps, stages),
+# each default's rule meets a boundary inside the grid: query rows 32 to 1024 (warps, stages),
 # programs per SM against tiles per program (splits, their roundings), a layout per stage count
 SHAPES = {
     "batch": (1, 3, 16, 256),
     "next_n": (1, 2, 3, 8),
-    "heads": (32, 64),
+    "heads": (32, 64, 128),
     "layout": ((1, False), (64, False), (64, True)),  # (kv_block, preshuffle)
     # the block table's capacity in tokens; 453 is no whole number of tiles, 7.1 tiles of 64
     "tokens": (64, 453, 1024, 32768),
     "block_n": (None, 16),
+    # the launcher's slot groups, or every slot in one program as a caller may ask: query rows
+    # past 128 reach the defaults of wide programs
+    "slots": ("default", "all"),
 }
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 HEAD_DIM = 128  # no default depends on it
@@ -72,24 +75,29 @@ def chosen(launcher, sms: str) -> dict:
 
     count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
     picks = {}
-    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n in itertools.product(*SHAPES.values()):
+    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in itertools.product(*SHAPES.values()):
         max_blocks = -(-tokens // kv_block)
         dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
-        tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None)
-        key = f"B{batch}-nn{next_n}-H{heads}-kvb{kv_block}{'-preshuffle' if preshuffle else ''}-T{tokens}-bn{block_n}"
+        tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None, _slots(slots, next_n))
+        key = (f"B{batch}-nn{next_n}-H{heads}-kvb{kv_block}{'-preshuffle' if preshuffle else ''}-T{tokens}"
+               f"-bn{block_n}{'-one-group' if slots == 'all' else ''}")
         picks[key] = (f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
                       f" {tuning.slots_per_program}")
     accepted = {}
-    for block_n, next_n in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 8)):
+    for block_n, next_n, slots in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 8), SHAPES["slots"]):
         dims = Dims(1, next_n, 64, HEAD_DIM, 64, num_blocks=1, max_blocks=1)
-        accepted[f"bn{block_n}-nn{next_n}"] = " ".join(str(w) for w in WARP_COUNTS
-                                                       if _accepts(launcher, dims, count, block_n, w))
+        accepted[f"bn{block_n}-nn{next_n}{'-one-group' if slots == 'all' else ''}"] = " ".join(
+            str(w) for w in WARP_COUNTS if _accepts(launcher, dims, count, block_n, w, _slots(slots, next_n)))
     return {"defaults": picks, "warps accepted": accepted}
 
 
-def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int) -> bool:
+def _slots(spec: str, next_n: int) -> int | None:
+    return None if spec == "default" else 1 << (next_n - 1).bit_length()
+
+
+def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int, slots: int | None) -> bool:
     try:
-        launcher.resolve_tuning(dims, sms, False, 1, block_n, num_warps, None)
+        launcher.resolve_tuning(dims, sms, False, 1, block_n, num_warps, None, slots)
     except ValueError:
         return False
     return True
