@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel.tuning import device_sms, resolve_tuning
+from kernel.tuning import device_sms, resolve_tuning, slot_groups
 from kernel.validation import check_inputs
 
 
@@ -269,5 +269,5 @@ def plan_launch(
         NUM_STAGES=tuning.num_stages,
     )
     options = dict(num_warps=tuning.num_warps)
-    groups = -(-dims.next_n // tuning.slots_per_program)
+    groups = slot_groups(dims.next_n, tuning.slots_per_program)
     return Launch((dims.batch * groups, tuning.num_splits), args, constexprs, options, out)

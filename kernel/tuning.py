@@ -32,7 +32,6 @@ NOMINAL_SMS = 1
 class Tuning:
     num_splits: int
     block_n: int
-    next_n_pad: int
     slots_per_program: int
     num_warps: int
     num_stages: int
@@ -69,7 +68,7 @@ def resolve_tuning(
     elif block_n not in BLOCK_N_CHOICES:
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
-        num_splits = _default_splits(dims, sms, block_n, -(-dims.next_n // slots_per_program))
+        num_splits = _default_splits(dims, sms, block_n, slot_groups(dims.next_n, slots_per_program))
     elif not _positive_int(num_splits):
         raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
     warp_choices = _warp_choices(block_n, slots_per_program)
@@ -91,7 +90,12 @@ def resolve_tuning(
         num_stages = (7 if preshuffle else 6) if rows <= 128 else 5
     elif not _positive_int(num_stages):
         raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
-    return Tuning(num_splits, block_n, next_n_pad, slots_per_program, num_warps, num_stages)
+    return Tuning(num_splits, block_n, slots_per_program, num_warps, num_stages)
+
+
+def slot_groups(next_n: int, slots_per_program: int) -> int:
+    """The programs a sequence's next_n slots take at ``slots_per_program`` slots each."""
+    return -(-next_n // slots_per_program)
 
 
 def _warp_choices(block_n: int, slots: int) -> tuple[int, ...]:

@@ -502,7 +502,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               lambda inputs: Call(inputs, {"slots_per_program": 3}), _several_slots_padded_to_four),
     # a group wider than next_n padded to a power of two: only masked query rows
     InputEdit("slots_per_program-past-next-n", "slots_per_program", ValueError,
-              lambda inputs: Call(inputs, {"slots_per_program": 2 << (inputs.q.shape[1] - 1).bit_length()})),
+              lambda inputs: Call(inputs, {"slots_per_program": 2 * _padded_next_n(inputs)})),
 ]}
 
 
