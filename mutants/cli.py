@@ -36,7 +36,7 @@ from mutants.compiled import DEFAULT_SPACE_BUDGET
 from mutants.sets import MUTANT_SETS
 from mutants.shards import MergeError, parse_shard, sharded_selection
 from mutants.walk import DEVICE, HOST
-from mutants.store import default_store_path
+from mutants.store import compile_cache_beside, default_store_path
 from mutants.target import TARGETS
 
 PROCESS_STARTED = time.monotonic()
@@ -297,7 +297,6 @@ def _sweep(args, cluster) -> int:
     from mutants.runner import BaselineError, ProgressPrinter, Runner
 
     cases = _cases(args.suite, args.target)
-    mutants = _selected(args)
     if cluster is None:
         device = _device(args.device)
         digest, jobs, engine, where = scope_digest(device), args.jobs or _default_jobs(device), Runner, "worker(s)"
@@ -309,14 +308,19 @@ def _sweep(args, cluster) -> int:
     sanitizer = _sanitizer(device) if args.sanitize else None
     if args.interpreter_check and device != "cuda":
         raise UsageError("--interpreter-check checks CUDA runs; on the CPU every case runs on the interpreter already")
-    store, scope = _open(args, device, create=True, digest=digest)
     progress = ProgressPrinter()
-    started = time.monotonic()
-    run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
-    runner = engine(cases=cases, device=device, jobs=jobs, store=store, scope=scope, progress=progress,
-                    space_budget=args.space_budget or None, target=TARGETS[args.target])
+    runner = engine(cases=cases, device=device, jobs=jobs, store=None, scope=None, progress=progress,
+                    space_budget=args.space_budget or None, target=TARGETS[args.target],
+                    compile_cache=compile_cache_beside(args.store))
     compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
     try:
+        if cluster is None:
+            runner.prestart()  # the workers start (torch, a CUDA context) while the mutants are built
+        mutants = _selected(args)  # a selection error is a usage error, with nothing written yet
+        runner.store, runner.scope = _open(args, device, create=True, digest=digest)
+        store, scope = runner.store, runner.scope
+        started = time.monotonic()
+        run_id = store.start_run(scope, _selection_name(args), [c.id for c in cases])
         pools = f" ({jobs} per GPU on {len(runner.devices)})" if cluster is None and device == "cuda" else ""
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
               f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)

@@ -97,7 +97,7 @@ class RayRunner(Runner):
         run_task = _run_on_node.options(**TASK_RESOURCES[self.device], max_retries=NODE_RETRIES,
                                         retry_exceptions=False)
         queue = [_Progress(task) for task in tasks]
-        total = sum(len(task.cases) for task in tasks) if per_case else len(tasks)
+        total = sum(len(task.cases) for task in tasks if task.counted) if per_case else len(tasks)
         running: dict = {}  # object ref -> the progress record of the task it runs
         kills = history or KillHistory()
         finished: list[_Progress] = []
@@ -117,7 +117,8 @@ class RayRunner(Runner):
                 finished.append(done)
                 if on_done:
                     on_done(done)
-                self._report(label, sum(len(p.results) for p in finished) if per_case else len(finished), total)
+                self._report(label, sum(len(p.results) for p in finished if p.task.counted) if per_case
+                             else len(finished), total)
         finally:
             for ref in running:
                 ray.cancel(ref, force=True)

@@ -41,6 +41,7 @@ from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
+from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
 # the classifier's verdict for a mutant the suite cannot tell from the original although
@@ -90,6 +91,8 @@ class _Task:
     # dealt out in shares to several workers; else one worker runs every case (a baseline
     # task: one compiled kernel's cases, kept on one worker)
     shared: bool = False
+    # its cases count in a per-case progress display (not a check that runs beside them)
+    counted: bool = True
 
 
 @dataclass
@@ -240,7 +243,8 @@ class _Worker:
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
                  progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None,
-                 target: Target = TRITON_TARGET, space_budget: float | None = DEFAULT_SPACE_BUDGET):
+                 target: Target = TRITON_TARGET, space_budget: float | None = DEFAULT_SPACE_BUDGET,
+                 compile_cache: Path | None = None):
         self.cases = list(cases)
         self.space_budget = space_budget
         self.target = target
@@ -250,9 +254,10 @@ class Runner:
         # on CUDA, ``jobs`` workers for each visible GPU
         self.devices = _worker_devices(device)
         self.jobs = max(1, jobs) * len(self.devices)
-        # GPU workers load the kernels the classifier and the baseline compiled
-        self.worker_environment = (worker_environment(store.compile_cache)
-                                   if store is not None and device.startswith("cuda") else {})
+        # GPU workers load the kernels the classifier and the baseline compiled; a runner whose
+        # store is opened later (once the mutants are known) is told where that cache lies
+        cache = store.compile_cache if store is not None else compile_cache
+        self.worker_environment = worker_environment(cache) if cache is not None and device.startswith("cuda") else {}
         self.store = store
         self.scope = scope
         self.progress = progress
@@ -307,6 +312,10 @@ class Runner:
     # -- sanity gates --
 
     def baseline(self) -> dict[str, float]:
+        """Every case on the unmutated kernel, with two checks beside it in the same batch of
+        tasks: a sample of cases run a second time (a flaky kernel), and the first case on a
+        deliberately wrong op (a suite that cannot fail). Cases that fail run again after, to
+        tell a broken baseline from a flaky one."""
         if not self.executes:
             return {}
         stored = self.store.baseline(self.scope)
@@ -314,23 +323,28 @@ class Runner:
             self.case_seconds, self.case_peaks = stored, self.store.case_memory(self.scope)
             return stored
         original = self.overlay("original")
-        results = self._original_on(range(len(self.cases)), original, label="baseline")
+        sample = list(range(0, len(self.cases), max(1, len(self.cases) // FLAKE_SAMPLE)))[:FLAKE_SAMPLE]
+        checks = [_Task("<baseline-rerun>", original, sample, False, counted=False),
+                  _Task("<sabotage>", original, [0], True, sabotage=True, counted=False)]
+        outcomes = self._original_on(range(len(self.cases)), original, label="baseline", beside=checks)
+        results = {i: r for progress in outcomes if progress.task.counted for i, r in progress.results.items()}
+        again, sabotaged = (next((p.results for p in outcomes if p.task.mutant_id == task.mutant_id), {})
+                            for task in checks)
         self._refuse_lost_workers(results)
         failing = [i for i in range(len(self.cases)) if results.get(i, NO_RECORD).result != PASS]
-        sample = failing or list(range(0, len(self.cases), max(1, len(self.cases) // FLAKE_SAMPLE)))[:FLAKE_SAMPLE]
-        again = self._run_tasks([_Task("<baseline-rerun>", original, sample, False)], label="")[0].results
-        self._refuse_lost_workers(again)
         if failing:
+            again = self._run_tasks([_Task("<baseline-rerun>", original, failing, False)], label="")[0].results
+            self._refuse_lost_workers(again)
             first = failing[0]
             detail = results.get(first, NO_RECORD).text
             flaky = [i for i in failing if again.get(i, NO_RECORD).result == PASS]
             kind = "is flaky" if flaky else "fails"
             raise BaselineError(
                 f"the unmutated kernel {kind} on {len(failing)} case(s); first {self.case_ids[first]}: {detail}")
+        self._refuse_lost_workers(again)
         flaky = [i for i in sample if again.get(i, NO_RECORD).result != PASS]
         if flaky:
             raise BaselineError(f"the unmutated kernel is flaky: {self.case_ids[flaky[0]]} passed, then failed")
-        sabotaged = self._run_tasks([_Task("<sabotage>", original, [0], True, sabotage=True)], label="")[0].results
         self._refuse_lost_workers(sabotaged)
         if sabotaged.get(0, CaseRecord(PASS)).result != FAIL:
             raise BaselineError("a deliberately wrong op passed the first case: the suite cannot detect a wrong answer")
@@ -339,12 +353,12 @@ class Runner:
         self.store.save_baseline(self.scope, self.case_seconds, self.case_peaks)
         return self.case_seconds
 
-    def _original_on(self, indices, original: str, *, label: str) -> dict[int, CaseRecord]:
-        """The unmutated kernel on the cases at ``indices``, each compiled kernel in one worker."""
+    def _original_on(self, indices, original: str, *, label: str, beside: list["_Task"] = ()) -> list["_Progress"]:
+        """The unmutated kernel on the cases at ``indices``, each compiled kernel in one worker,
+        with the tasks ``beside`` queued after them in the same batch."""
         chunks = compile_grouped_chunks([self.cases[i] for i in indices], self.jobs)
         tasks = [_Task("<baseline>", original, [indices[i] for i in chunk], False) for chunk in chunks if chunk]
-        outcomes = self._run_tasks(tasks, label=label, per_case=True)
-        return {i: r for progress in outcomes for i, r in progress.results.items()}
+        return self._run_tasks(tasks + list(beside), label=label, per_case=True)
 
     # -- cases beyond the suite, for a search --
 
@@ -359,7 +373,8 @@ class Runner:
 
     def baseline_cases(self, indices: list[int]) -> dict[int, CaseRecord]:
         """The unmutated kernel on added cases; the time of each it passes sets its timeout."""
-        results = self._original_on(indices, self.overlay("original"), label="candidates")
+        outcomes = self._original_on(indices, self.overlay("original"), label="candidates")
+        results = {i: r for progress in outcomes for i, r in progress.results.items()}
         passed = {self.case_ids[i]: r for i, r in results.items() if r.result == PASS}
         self.case_seconds.update({case_id: r.seconds for case_id, r in passed.items()})
         self.case_peaks.update({case_id: r.peak_bytes for case_id, r in passed.items() if r.peak_bytes})
@@ -526,7 +541,7 @@ class Runner:
         In first-kill mode a mutant tries first the cases that killed the mutants at its site
         (in the store and in this run), then those that killed any mutant, then the cases
         that launch the configuration its compiled code was first seen to differ on (the
-        classifier compiled it there already), cheapest first otherwise."""
+        classifier compiled it there already), then ``first_kill_order``."""
         done = self.store.finished_keys(self.scope)
         pending = [m for m in mutants if m.key not in done]
         by_id = {m.id: m for m in pending}
@@ -545,7 +560,7 @@ class Runner:
             self.store.save(self.scope, result)
             results.append(result)
 
-        order = self.cheapest_first()
+        order = self.first_kill_order()
         tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True) for m in pending]
         history = KillHistory()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
@@ -585,6 +600,30 @@ class Runner:
         a mutant stops at its first failing case, so the cheap cases (input edits, small
         shapes) go before the expensive ones."""
         return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds_by_index(i), i))
+
+    def first_kill_order(self) -> list[int]:
+        """The order of a mutant with no kill history: the first share cheapest first, then the
+        cheapest logits case of each axis value not yet among the cases before it, then the
+        rest cheapest first. A bug only a rare value exposes (a pool past 2 GiB, an exact
+        table) needs one case of that value, not every cheaper case before it."""
+        order = self.cheapest_first()
+        head = order[:SHARE_CASES]
+        seen = {pair for i in head for pair in self._axis_values(i)}
+        cover = []
+        for i in order[SHARE_CASES:]:
+            values = self._axis_values(i)
+            if values - seen:
+                cover.append(i)
+                seen |= values
+        chosen = set(cover)
+        return head + cover + [i for i in order[SHARE_CASES:] if i not in chosen]
+
+    def _axis_values(self, index: int) -> set:
+        """(axis, value) of every axis of a logits case; none for the other kinds."""
+        case = self.cases[index]
+        if not isinstance(case, Case):
+            return set()
+        return {(axis.name, getattr(case, axis.name)) for axis in AXES}
 
     def case_seconds_by_index(self, index: int) -> float:
         return self.case_seconds.get(self.case_ids[index], float("inf"))
@@ -769,7 +808,7 @@ class _Scheduler:
         self.queue = [_Progress(task) for task in tasks]
         self.tasks = list(self.queue)
         self.per_case = per_case
-        self.total = sum(len(task.cases) for task in tasks) if per_case else len(tasks)
+        self.total = sum(len(task.cases) for task in tasks if task.counted) if per_case else len(tasks)
         self.reported: int | None = None
         self.workers: list[_Worker] = []
         self.finished: list[_Progress] = []
@@ -963,7 +1002,7 @@ class _Scheduler:
         self._report()
 
     def _report(self) -> None:
-        done = sum(len(p.results) for p in self.tasks) if self.per_case else len(self.finished)
+        done = sum(len(p.results) for p in self.tasks if p.task.counted) if self.per_case else len(self.finished)
         if done != self.reported:
             self.reported = done
             self.runner._report(self.label, done, self.total)

@@ -116,6 +116,11 @@ def default_store_path(project: Path = Path(".")) -> Path:
     return user_cache / "kmut" / "results.sqlite"
 
 
+def compile_cache_beside(store_path: Path) -> Path:
+    """Where classification caches compiled kernels, and GPU workers load them: beside the store."""
+    return Path(store_path).parent / "compile-cache"
+
+
 class StoreError(Exception):
     """The store cannot be opened, or holds what no kmut writes: a one-line message naming the file."""
 
@@ -198,8 +203,7 @@ class Store:
 
     @property
     def compile_cache(self) -> Path:
-        """Where classification caches compiled kernels: beside the store."""
-        return self.path.parent / "compile-cache"
+        return compile_cache_beside(self.path)
 
     def close(self) -> None:
         self.db.close()

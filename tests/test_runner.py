@@ -26,7 +26,7 @@ from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _des
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
-from suites.cases import curated, smoke
+from suites.cases import curated, smoke, suite
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
@@ -376,6 +376,28 @@ def test_sigkill_mid_run_resumes_and_leaves_the_tree_untouched(tmp_path):
     assert "outcomes:" in finished.stdout
 
 
+def test_after_the_first_share_each_axis_value_gets_its_cheapest_case(tmp_path):
+    """A value only an expensive case holds (here a pool past 2 GiB) is tried right after the
+    first share, not after every cheaper case."""
+    from mutants.runner import SHARE_CASES
+
+    cases = [case for case in suite("curated") if case.pool == "compact"][:3 * SHARE_CASES]
+    rare = next(case for case in suite("curated") if case.pool != "compact")
+    cases.append(rare)
+    runner = _runner(tmp_path, cases)
+    try:
+        runner.case_seconds = {case.id: float(i + 1) for i, case in enumerate(cases)}
+        order = runner.first_kill_order()
+        assert order[:SHARE_CASES] == runner.cheapest_first()[:SHARE_CASES]
+        cover = order[SHARE_CASES:order.index(len(cases) - 1) + 1]
+        assert all(runner._axis_values(i) - {p for j in order[:order.index(i)] for p in runner._axis_values(j)}
+                   for i in cover)  # each case of the cover brings a value not seen before it
+        assert sorted(order) == list(range(len(cases)))
+        assert runner.cheapest_first()[-1] == len(cases) - 1  # without the cover it would come last
+    finally:
+        runner.close()
+
+
 def test_case_records_survive_the_worker_protocol():
     case = replace(smoke()[0], splits=None)
     assert type(case)(**case.as_dict()) == case
@@ -487,6 +509,25 @@ def test_progress_on_a_terminal_is_a_bar_per_phase():
     assert text.endswith("\n")  # the finished bar is left on its own line
 
 
+def test_a_passing_baseline_is_one_batch_its_checks_beside_the_cases(tmp_path, monkeypatch):
+    """The re-run sample and the sabotaged op wait for no batch of their own: a worker that
+    finishes its share of the cases takes them."""
+    batches = []
+    real = Runner._run_tasks
+
+    def counted(self, tasks, **kwargs):
+        batches.append(sorted({task.mutant_id for task in tasks}))
+        return real(self, tasks, **kwargs)
+
+    monkeypatch.setattr(Runner, "_run_tasks", counted)
+    runner = _runner(tmp_path, smoke())
+    try:
+        runner.baseline()
+    finally:
+        runner.close()
+    assert batches == [["<baseline-rerun>", "<baseline>", "<sabotage>"]]
+
+
 def test_the_baseline_reports_progress_per_case(tmp_path):
     calls = []
     runner = _runner(tmp_path, smoke(), progress=lambda *call: calls.append(call))
@@ -590,9 +631,9 @@ def started_workers(monkeypatch) -> list:
 
 
 def test_the_baseline_and_the_mutants_share_their_workers(tmp_path, started_workers):
-    """The baseline's three batches (every case, a re-run, the sabotaged op) and the mutants
-    run on the workers started once, not on fresh processes per batch; the runner's close
-    ends them."""
+    """The baseline (every case, with the re-run sample and the sabotaged op beside them) and
+    the mutants run on the workers started once, not on fresh processes per batch; the
+    runner's close ends them."""
     started = started_workers
     runner = _runner(tmp_path, smoke()[:1])
     runner.jobs = 1
