@@ -313,6 +313,7 @@ def _sweep(args, cluster) -> int:
                     space_budget=args.space_budget or None, target=TARGETS[args.target],
                     compile_cache=compile_cache_beside(args.store))
     compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
+    clock = runner.clock
     try:
         if cluster is None:
             runner.prestart()  # the workers start (torch, a CUDA context) while the mutants are built
@@ -324,7 +325,6 @@ def _sweep(args, cluster) -> int:
         pools = f" ({jobs} per GPU on {len(runner.devices)})" if cluster is None and device == "cuda" else ""
         print(f"kmut: {len(mutants)} mutants x {len(cases)} cases of {args.suite} on {device},"
               f" {runner.jobs if cluster is None else jobs} {where}{pools}", file=sys.stderr)
-        clock = runner.clock
         clock.add_phase("start-up", started - PROCESS_STARTED)  # torch, Triton, the suite, the mutants
         try:
             with clock.phase("baseline"):
@@ -361,6 +361,9 @@ def _sweep(args, cluster) -> int:
         if when == "before":
             with clock.phase("proof beyond the suite"):
                 runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
+    except KeyboardInterrupt:  # where a stopped run's time went, for the run that resumes it
+        print(f"kmut: {clock.summary()}; stopped in the last phase", file=sys.stderr)
+        raise
     finally:
         runner.close()
     # after the run, the mutants classified are among those executed: count them once

@@ -711,7 +711,7 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                     own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact)
                     if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
                         on_settled(mutant_id, own)
-            if progress is not None:
+            if progress is not None and done < len(mutants):  # all done only once the duplicates are settled
                 progress(done, len(mutants))
         # Mutants whose code agrees so far: the first of each group is compiled for the next
         # stretch of targets, spread over the compilers; the others follow it until they
@@ -719,7 +719,12 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
         # doubles each round: a group that parts soon costs a stretch, not every target,
         # and only true duplicates pay for every target; the groups the parted ones form go
         # round again.
+        def settled(twins) -> None:
+            if progress is not None:
+                progress(len(mutants) - sum(len(by_source[source]) for source in twins), len(mutants))
+
         twins, stretch = _agreeing(outcomes, original_code, len(targets)), jobs
+        settled(twins)
         while twins:
             groups: dict[tuple, list[str]] = {}
             for source in twins:
@@ -731,6 +736,7 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
             pairs = [(follower, leader) for leader, *followers in groups.values() for follower in followers]
             outcomes.update(zip([f for f, _ in pairs], pool.map(follow, pairs)))
             twins, stretch = _agreeing(outcomes, original_code, len(targets)), 2 * stretch
+            settled(twins)
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {

@@ -344,6 +344,23 @@ def _one_next_n_slot(inputs: OpInputs) -> bool:
     return inputs.q.shape[1] == 1
 
 
+def _fewest_heads_in_groups_of(slots: Callable[[int], int]) -> Callable[[OpInputs], Call]:
+    """The fewest heads for this next_n, each program given ``slots(narrowest)`` next_n slots,
+    where the narrowest group is the fewest slots whose query rows fill the narrowest MMA."""
+
+    def change(inputs: OpInputs) -> Call:
+        fewer = _heads(_fewest_heads)(inputs).inputs
+        narrowest = -(-KERNEL_MIN_QUERY_ROWS // fewer.q.shape[2])
+        return Call(fewer, {"slots_per_program": slots(narrowest)})
+
+    return change
+
+
+def _narrowest_group_of_several_slots(inputs: OpInputs) -> bool:
+    """At the fewest heads, the narrowest group holds two slots or more."""
+    return -(-KERNEL_MIN_QUERY_ROWS // _fewest_heads(inputs)) >= 2
+
+
 def _several_slots_padded_to_four(inputs: OpInputs) -> bool:
     """next_n 3 or 4: 3 slots per program would fit under the padded next_n, but is no power of two."""
     return inputs.q.shape[1] in (3, 4)
@@ -503,6 +520,12 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     # a group wider than next_n padded to a power of two: only masked query rows
     InputEdit("slots_per_program-past-next-n", "slots_per_program", ValueError,
               lambda inputs: Call(inputs, {"slots_per_program": 2 * _padded_next_n(inputs)})),
+    # below 16 heads a program needs several slots to fill the narrowest MMA: one group fewer
+    # is rejected, the narrowest group itself computed
+    InputEdit("slots_per_program-below-the-narrowest-mma", "slots_per_program", ValueError,
+              _fewest_heads_in_groups_of(lambda narrowest: narrowest // 2), _narrowest_group_of_several_slots),
+    InputEdit("slots_per_program-narrowest-mma", "", None, _fewest_heads_in_groups_of(lambda narrowest: narrowest),
+              _narrowest_group_of_several_slots),
 ]}
 
 

@@ -330,6 +330,8 @@ def test_a_signal_during_a_hanging_mutant_ends_workers_and_overlays(tmp_path, si
     assert "Traceback" not in stderr
     said = [line for line in stderr.splitlines() if "kmut: " in line]  # what it loads, its phases, then why it ended
     assert said[-1] == f"{message}; finished mutants are in the store and the next run resumes"
+    # where the stopped run's time went, the phase it stopped in among them
+    assert said[-2].startswith("kmut: time: ") and "mutants " in said[-2] and said[-2].endswith("stopped in the last phase")
     assert not any("error" in line for line in said)
 
 

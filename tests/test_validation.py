@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kernel import fp8_paged_mqa_logits
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
-from suites.rejections import EDITS, InputEdit, check_edit, rejection_cases
+from suites.rejections import EDITS, KERNEL_MIN_QUERY_ROWS, InputEdit, check_edit, rejection_cases
 
 MAX_CONTEXT = 100
 
@@ -24,13 +24,16 @@ MAX_CONTEXT = 100
 def valid_inputs(draw) -> OpInputs:
     batch = draw(st.integers(1, 3))
     next_n = draw(st.integers(1, 4))
+    # below 16 heads, only with enough next_n slots to fill the narrowest MMA's 16 query rows
+    padded = 1 << (next_n - 1).bit_length()
+    heads = draw(st.sampled_from([h for h in (4, 8, 16, 32) if h * padded >= KERNEL_MIN_QUERY_ROWS]))
     kv_block = draw(st.sampled_from((1, 3, 16, 48)))
     ragged = draw(st.booleans())
     live = draw(st.lists(st.integers(1, next_n), min_size=batch, max_size=batch)) if ragged else None
     floor = live if ragged else [next_n] * batch
     context_lens = [draw(st.integers(low, MAX_CONTEXT)) for low in floor]
     return make_inputs(
-        batch=batch, next_n=next_n, heads=32, head_dim=draw(st.sampled_from((32, 64))), kv_block=kv_block,
+        batch=batch, next_n=next_n, heads=heads, head_dim=draw(st.sampled_from((32, 64))), kv_block=kv_block,
         preshuffle=kv_block % 16 == 0 and draw(st.booleans()), context_lens=context_lens,
         max_model_len=draw(st.integers(max(context_lens), max(context_lens) + 40)), next_n_lens=live,
         seed=draw(st.integers(0, 2**31 - 1)),
