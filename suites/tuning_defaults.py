@@ -36,6 +36,10 @@ SHAPES = {
     # past 128 reach the defaults of wide programs
     "slots": ("default", "all"),
 }
+# below 16 heads a program takes several slots to fill the narrowest MMA, and one head with
+# next_n past 128 puts more slots in a group than the default's 128 query rows hold
+NARROW_HEADS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3,),
+                "next_n": (4, 16, 129), "heads": (1, 4), "tokens": (1024,), "slots": SHAPES["slots"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 HEAD_DIM = 128  # no default depends on it
 
@@ -75,7 +79,10 @@ def chosen(launcher, sms: str) -> dict:
 
     count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
     picks = {}
-    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in itertools.product(*SHAPES.values()):
+    narrow = [shape for shape in itertools.product(*NARROW_HEADS.values())
+              if shape[2] * _slots("all", shape[1]) >= 16]  # the op's fewest query rows
+    grid = itertools.chain(itertools.product(*SHAPES.values()), narrow)
+    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in grid:
         max_blocks = -(-tokens // kv_block)
         dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
         tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None, _slots(slots, next_n))
