@@ -26,7 +26,7 @@ def recheck(runner, mutants: list, *, interpreter_scope, jobs: int) -> int:
     if not survivors:
         return 0
     interpreter = Runner(cases=runner.cases, device="cpu", jobs=jobs, store=runner.store, scope=interpreter_scope,
-                         progress=runner.progress, root=runner.root, target=runner.target, space_budget=None)
+                         progress=runner.progress, root=runner.snapshot, target=runner.target, space_budget=None)
     try:
         interpreter.baseline()
         interpreter.run(survivors, matrix=False)

@@ -141,7 +141,8 @@ class _Progress:
 class _Worker:
     """A worker process; it takes a task once it has reported ready."""
 
-    def __init__(self, context, device: str, op: str, environment: dict[str, str], memory_gate: str | None = None):
+    def __init__(self, context, device: str, op: str, environment: dict[str, str], memory_gate: str | None = None,
+                 snapshot: Path | None = None):
         self.device = device
         parent, child = context.Pipe()
         self.conn = parent
@@ -149,8 +150,9 @@ class _Worker:
                                        daemon=True)
         # Ctrl-C is the parent's to handle. A process started with SIGINT ignored keeps it ignored
         # (Python installs its handler only where the signal is not ignored), so a Ctrl-C that
-        # comes while the worker imports is not a traceback of its own.
-        with _sigint_ignored():
+        # comes while the worker imports is not a traceback of its own. A spawned process takes
+        # the parent's sys.path as it is at the start: the run's snapshot first.
+        with _sigint_ignored(), _path_first(snapshot):
             self.process.start()
         child.close()
         self.begin()
@@ -265,6 +267,10 @@ class Runner:
         self.context = multiprocessing.get_context("spawn")
         remove_dead_overlays()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
+        # the code a run's workers import, copied once at its start: an edit of the working
+        # tree while it runs (a suite's data, the oracle, kmut itself) reaches no worker, so
+        # every result is of the sources the run's digest names
+        self.snapshot = take_snapshot(root, self.workdir / "project", target.package)
         self.case_seconds: dict[str, float] = {}
         self.case_peaks: dict[str, int] = {}  # case id -> the baseline's peak GPU memory
         # large cases take their share of each GPU's memory through a gate (none on the CPU)
@@ -304,7 +310,7 @@ class Runner:
         if overlay.exists():
             shutil.rmtree(overlay)
         package = self.target.package
-        shutil.copytree(self.root / package, overlay / package, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(self.snapshot / package, overlay / package, ignore=shutil.ignore_patterns("__pycache__"))
         if path is not None:
             (overlay / path).write_text(source)
         return str(overlay)
@@ -443,7 +449,7 @@ class Runner:
                 by_id = {m.id: m for m in group}
                 # a verdict its own compiles settle is stored at once: an interrupted classification keeps it
                 settled = (lambda mutant_id, verdict: self._record(by_id[mutant_id], verdict, False))
-                verdicts = classify(read_source(path, self.root), {m.id: m.source for m in group}, targets,
+                verdicts = classify(read_source(path, self.snapshot), {m.id: m.source for m in group}, targets,
                                     beyond=rest_of_space if beyond else (), beyond_budget=self.space_budget,
                                     jobs=jobs, cache_dir=cache_dir, progress=report, backend=self.space.backend,
                                     beyond_progress=walked, on_settled=settled)
@@ -504,7 +510,7 @@ class Runner:
         def check(mutant: Mutant):
             overlay = self.overlay(mutant.key, mutant.path, mutant.source)
             try:
-                return memcheck(overlay, self.cases, sanitizer=sanitizer, timeout=timeout, root=self.root,
+                return memcheck(overlay, self.cases, sanitizer=sanitizer, timeout=timeout, root=self.snapshot,
                                 environment=self.worker_environment)
             finally:
                 shutil.rmtree(overlay, ignore_errors=True)
@@ -686,7 +692,8 @@ class Runner:
 
     def _new_worker(self, taken: list[str]) -> _Worker:
         device = least_loaded(self.devices, taken)
-        return _Worker(self.context, device, self.target.op, self.worker_environment, self.memory_gates.get(device))
+        return _Worker(self.context, device, self.target.op, self.worker_environment, self.memory_gates.get(device),
+                       self.snapshot)
 
     def _release_worker(self, worker: _Worker, completed: bool) -> None:
         """A batch is over: its worker waits for the next batch, or is killed when the batch
@@ -699,6 +706,31 @@ class Runner:
     def _report(self, label: str, done: int, total: int) -> None:
         if self.progress and label:
             self.progress(label, done, total)
+
+
+def take_snapshot(root: Path, destination: Path, package: str) -> Path:
+    """``destination`` holding a copy of the target's ``package`` and of the oracle and suites
+    under ``root`` (those it has), and of kmut's own package; returned."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in (package, "oracle", "suites"):
+        if (root / name).is_dir():
+            shutil.copytree(root / name, destination / name, ignore=ignore)
+    own = Path(__file__).resolve().parent
+    shutil.copytree(own, destination / own.name, ignore=ignore)
+    return destination
+
+
+@contextmanager
+def _path_first(folder: Path | None):
+    """``folder`` first on sys.path for the block (nothing changed for None)."""
+    if folder is None:
+        yield
+        return
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
 
 
 @contextmanager

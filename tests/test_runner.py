@@ -196,6 +196,30 @@ def test_broken_baseline_stops_the_run(tmp_path):
     _baseline_fails(_runner(tmp_path, smoke()[:2], root=root), "the unmutated kernel fails on 2 case")
 
 
+def _suite_check_broken(root: Path) -> None:
+    """The suite under ``root`` made to fail every logits case."""
+    check = root / "suites" / "check.py"
+    check.write_text(check.read_text().replace('    inputs = build_inputs(case)\n',
+                                               '    raise AssertionError("a broken suite")\n', 1))
+
+
+def test_workers_import_the_suites_of_the_runs_root_as_they_were_at_its_start(tmp_path):
+    """The workers' suites are the run's own copy: taken from its root (a suite broken there
+    before the run fails its baseline), and taken once (one broken after the run started, as
+    by an edit of the working tree, reaches no worker)."""
+    before = _project_copy(tmp_path / "before", read_source(KERNEL))
+    _suite_check_broken(before)
+    _baseline_fails(_runner(tmp_path / "before", smoke()[:1], root=before), "a broken suite")
+
+    during = _project_copy(tmp_path / "during", read_source(KERNEL))
+    runner = _runner(tmp_path / "during", smoke()[:1], root=during)
+    try:
+        _suite_check_broken(during)
+        assert runner.baseline()
+    finally:
+        runner.close()
+
+
 def _baseline_fails(runner: Runner, match: str) -> None:
     try:
         with pytest.raises(BaselineError, match=match):
