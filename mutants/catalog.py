@@ -196,6 +196,16 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.left,
     ),
     Bug(
+        name="head-weights-in-bfloat16",
+        description="the head weights are loaded rounded to bfloat16 (half their bytes): each logit moves by"
+                    " up to about 2**-9 of its terms, inside the bound a GPU's tensor cores need",
+        exposed_by=Exposure("any context (the interpreter's exact products and its tighter bound)",
+                            _logits(lambda c: True)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("head_weights"))]),
+        mutate=lambda node: node.with_changes(
+            value=_expr(f"({cst.Module([]).code_for_node(node.value)}).to(tl.bfloat16).to(tl.float32)")),
+    ),
+    Bug(
         name="wrong-head-weight",
         description="every next_n slot reads the head weights of slot 0",
         exposed_by=Exposure("next_n >= 2", _logits(lambda c: c.next_n >= 2)),

@@ -17,6 +17,7 @@ import torch
 
 from kernel.work import Work, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
+from oracle.compare import tolerance_for
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
@@ -59,7 +60,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
 
-    compare_logits(fresh, expected, magnitude)
+    compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
     guard = backing[:, max_model_len:]
     if not torch.isnan(guard).all():

@@ -24,6 +24,7 @@ from typing import Callable
 import torch
 
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
+from oracle.compare import tolerance_for
 
 SENTINEL = 1234.5
 # the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
@@ -566,7 +567,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
         assert result is out, f"{edit.name}: the op did not return the caller's out"
-        compare_logits(result, *reference_logits(edited.to("cpu")))
+        compare_logits(result, *reference_logits(edited.to("cpu")), rtol=tolerance_for(result.device))
         return
     readable = is_readable(out)
     before = out.clone() if readable else None

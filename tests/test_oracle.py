@@ -38,6 +38,26 @@ def test_gate_passes_the_kernel(kernel_out, reference):
     compare_logits(kernel_out, *reference)
 
 
+def test_on_the_interpreter_the_gate_catches_head_weights_rounded_to_bfloat16(inputs, reference, device):
+    """A precision loss inside the compiled bound: the kernel given its head weights rounded
+    to bfloat16 passes the GPU's bound and fails the interpreter's."""
+    from dataclasses import replace
+
+    from oracle.compare import INTERPRETER_TOLERANCE, RELATIVE_TOLERANCE
+
+    rounded = replace(inputs, weights=inputs.weights.bfloat16().float()).to(device)
+    got = fp8_paged_mqa_logits(*rounded.op_args(), **rounded.op_kwargs()).cpu()
+    compare_logits(got, *reference, rtol=RELATIVE_TOLERANCE)
+    with pytest.raises(LogitsMismatch, match="out of tolerance"):
+        compare_logits(got, *reference, rtol=INTERPRETER_TOLERANCE)
+
+
+def test_the_bound_is_the_interpreters_on_the_cpu_and_the_tensor_cores_on_a_gpu():
+    from oracle.compare import INTERPRETER_TOLERANCE, RELATIVE_TOLERANCE, tolerance_for
+
+    assert tolerance_for("cpu") == INTERPRETER_TOLERANCE < RELATIVE_TOLERANCE == tolerance_for("cuda")
+
+
 def test_gate_names_one_wrong_finite_cell(kernel_out, reference):
     expected, magnitude = reference
     bad = kernel_out.clone()
