@@ -345,21 +345,22 @@ def _one_next_n_slot(inputs: OpInputs) -> bool:
     return inputs.q.shape[1] == 1
 
 
+def _narrowest_group(inputs: OpInputs) -> int:
+    """At the fewest heads, the fewest next_n slots whose query rows fill the narrowest MMA."""
+    return -(-KERNEL_MIN_QUERY_ROWS // _fewest_heads(inputs))
+
+
 def _fewest_heads_in_groups_of(slots: Callable[[int], int]) -> Callable[[OpInputs], Call]:
-    """The fewest heads for this next_n, each program given ``slots(narrowest)`` next_n slots,
-    where the narrowest group is the fewest slots whose query rows fill the narrowest MMA."""
+    """The fewest heads for this next_n, each program given ``slots(narrowest group)`` slots."""
 
     def change(inputs: OpInputs) -> Call:
-        fewer = _heads(_fewest_heads)(inputs).inputs
-        narrowest = -(-KERNEL_MIN_QUERY_ROWS // fewer.q.shape[2])
-        return Call(fewer, {"slots_per_program": slots(narrowest)})
+        return Call(_heads(_fewest_heads)(inputs).inputs, {"slots_per_program": slots(_narrowest_group(inputs))})
 
     return change
 
 
 def _narrowest_group_of_several_slots(inputs: OpInputs) -> bool:
-    """At the fewest heads, the narrowest group holds two slots or more."""
-    return -(-KERNEL_MIN_QUERY_ROWS // _fewest_heads(inputs)) >= 2
+    return _narrowest_group(inputs) >= 2
 
 
 def _several_slots_padded_to_four(inputs: OpInputs) -> bool:

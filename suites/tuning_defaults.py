@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from suites.rejections import KERNEL_MIN_QUERY_ROWS
+
 TABLE = Path(__file__).with_name("tuning_defaults.json")
 # the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
 SM_COUNTS = ("cpu", "78", "132")
@@ -80,7 +82,7 @@ def chosen(launcher, sms: str) -> dict:
     count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
     picks = {}
     narrow = [shape for shape in itertools.product(*NARROW_HEADS.values())
-              if shape[2] * _slots("all", shape[1]) >= 16]  # the op's fewest query rows
+              if shape[2] * _padded_next_n(shape[1]) >= KERNEL_MIN_QUERY_ROWS]
     grid = itertools.chain(itertools.product(*SHAPES.values()), narrow)
     for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in grid:
         max_blocks = -(-tokens // kv_block)
@@ -99,7 +101,11 @@ def chosen(launcher, sms: str) -> dict:
 
 
 def _slots(spec: str, next_n: int) -> int | None:
-    return None if spec == "default" else 1 << (next_n - 1).bit_length()
+    return None if spec == "default" else _padded_next_n(next_n)
+
+
+def _padded_next_n(next_n: int) -> int:
+    return 1 << (next_n - 1).bit_length()
 
 
 def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int, slots: int | None) -> bool:
