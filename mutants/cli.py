@@ -235,6 +235,17 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, previous_handler)
 
 
+def _print_kept_answers(store, scope, mutants) -> None:
+    """The mutants a stopped run left unfinished, with the cases the next run will not run again."""
+    finished = store.finished_keys(scope)
+    for mutant in mutants:
+        if mutant.key not in finished:
+            answered = store.unfinished(scope, mutant.key)
+            if answered:
+                print(f"kmut: {mutant.id}: {len(answered):,} case(s) answered are kept; the next run runs the rest",
+                      file=sys.stderr)
+
+
 def _terminate(signum, frame):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one is enough; cleanup is under way
     raise Terminated
@@ -363,6 +374,8 @@ def _sweep(args, cluster) -> int:
                 runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
     except KeyboardInterrupt:  # where a stopped run's time went, for the run that resumes it
         print(f"kmut: {clock.summary()}; stopped in the last phase", file=sys.stderr)
+        if runner.store is not None:
+            _print_kept_answers(runner.store, runner.scope, mutants)
         raise
     finally:
         runner.close()

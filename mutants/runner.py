@@ -16,7 +16,9 @@ Order of a run:
    (signal, abort) or leaves the device unusable is replaced. A worker lost to a signal or an
    exit is retried in a fresh worker (twice at most), since an outside cause (the OOM killer)
    looks the same; only a loss that repeats is the mutant's own crash. Each result is
-   written to the store as it arrives, so a killed run resumes where it stopped.
+   written to the store as it arrives, so a killed run resumes where it stopped. A mutant
+   still running has the cases it answered written as each share ends (and when the run is
+   stopped): resumed, it deals out only the rest.
 """
 
 import multiprocessing
@@ -37,7 +39,7 @@ from mutants.clock import RunClock
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.walk import DEVICE
-from mutants.store import Result, Scope, Store
+from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
@@ -93,6 +95,8 @@ class _Task:
     shared: bool = False
     # its cases count in a per-case progress display (not a check that runs beside them)
     counted: bool = True
+    # cases an earlier, stopped run answered: not dealt out again
+    answered: dict[int, "CaseRecord"] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +111,8 @@ class CaseRecord:
 
 
 NO_RECORD = CaseRecord(ERROR, "the worker ended before this case")
+# answers a resumed run keeps: a timeout or an error (the machine's) is tried again
+LASTING = (PASS, FAIL, STILLBORN)
 
 
 @dataclass
@@ -121,6 +127,11 @@ class _Progress:
     retries: int = 0
     assigned: set[int] = field(default_factory=set)  # cases sent to a worker, not yet answered
     holders: int = 0  # workers running a share of it
+    kept: set[int] = field(default_factory=set)  # answers already in the store
+
+    def __post_init__(self):
+        self.results.update(self.task.answered)
+        self.kept.update(self.task.answered)
 
     def unassigned(self) -> list[int]:
         """Cases no worker has answered or holds, in the task's order."""
@@ -566,16 +577,35 @@ class Runner:
             self.store.save(self.scope, result)
             results.append(result)
 
+        def keep_answers(progress: _Progress) -> None:
+            fresh = {i: r for i, r in progress.results.items() if i not in progress.kept and r.result in LASTING}
+            if fresh:
+                self.store.save_unfinished(self.scope, by_id[progress.task.mutant_id].key,
+                                           {self.case_ids[i]: Answer(r.result, r.seconds, r.text)
+                                            for i, r in fresh.items()})
+                progress.kept.update(fresh)
+
         order = self.first_kill_order()
-        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True) for m in pending]
+        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
+                       answered=self._answered_before(m)) for m in pending]
         history = KillHistory()
-        index = {case_id: i for i, case_id in enumerate(self.case_ids)}
+        index = self._case_index()
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
         by_key = {m.key: m for m in mutants}
         for key, result in stored.items():
             history.record_kills(by_key[key], [index[c] for c in result.killed_by if c in index])
-        self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history)
+        self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history,
+                        on_share=keep_answers)
         return results
+
+    def _answered_before(self, mutant: Mutant) -> dict[int, CaseRecord]:
+        """The cases a stopped run of ``mutant`` answered, by index into this run's cases."""
+        index = self._case_index()
+        return {index[case_id]: CaseRecord(a.result, a.detail, a.seconds)
+                for case_id, a in self.store.unfinished(self.scope, mutant.key).items() if case_id in index}
+
+    def _case_index(self) -> dict[str, int]:
+        return {case_id: i for i, case_id in enumerate(self.case_ids)}
 
     def _compiled_first(self, mutant: Mutant, order: list[int]) -> list[int]:
         """``order`` with the cases that launch the configuration where classification found
@@ -665,11 +695,13 @@ class Runner:
     # -- the scheduler --
 
     def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
-                   per_case: bool = False, history: "KillHistory | None" = None) -> list[_Progress]:
+                   per_case: bool = False, history: "KillHistory | None" = None, on_share=None) -> list[_Progress]:
         """Run tasks on up to ``jobs`` workers; returns the finished progress records. Progress
-        counts finished tasks, or finished cases when ``per_case``."""
+        counts finished tasks, or finished cases when ``per_case``. ``on_share`` sees a task's
+        progress when one of its shares ends, and every unfinished task's when the batch stops
+        early."""
         return _Scheduler(self, tasks, label=label, on_done=on_done, mutants=mutants, per_case=per_case,
-                          history=history).run()
+                          history=history, on_share=on_share).run()
 
     def _start_worker(self, taken: list[str]) -> _Worker:
         """A worker for a batch's scheduler, on the device with the fewest of the batch's
@@ -832,10 +864,11 @@ class _Scheduler:
     """
 
     def __init__(self, runner: Runner, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
-                 per_case: bool = False, history: KillHistory | None = None):
+                 per_case: bool = False, history: KillHistory | None = None, on_share=None):
         self.runner = runner
         self.label = label
         self.on_done = on_done
+        self.on_share = on_share
         self.mutants = mutants  # mutant id -> Mutant, when tasks get their overlay just before they run
         self.queue = [_Progress(task) for task in tasks]
         self.tasks = list(self.queue)
@@ -849,6 +882,9 @@ class _Scheduler:
 
     def run(self) -> list[_Progress]:
         self._report()
+        for progress in [p for p in self.queue if p.task.answered and p.decided()]:
+            self.queue.remove(progress)  # a stopped run answered every case it needs
+            self._finish(progress)
         completed = False
         try:
             while self.queue or self._busy():
@@ -858,6 +894,10 @@ class _Scheduler:
         finally:
             for worker in self.workers:
                 self.runner._release_worker(worker, completed)
+            if not completed and self.on_share:
+                for progress in self.tasks:
+                    if progress.finished is None and progress.results:
+                        self.on_share(progress)
         return self.finished
 
     def _busy(self) -> list[_Worker]:
@@ -956,6 +996,8 @@ class _Scheduler:
             worker.release()
             if not message[1]:  # the device faulted: the worker goes, any cases left go on in a fresh one
                 self._discard(worker)
+            if self.on_share and progress.finished is None:
+                self.on_share(progress)
             self._settle(progress)
         self._status()
 
@@ -963,7 +1005,8 @@ class _Scheduler:
         """What each worker does now, for a display that shows it (``progress.workers``)."""
         show = getattr(self.runner.progress, "workers", None)
         if show is not None and self.label:
-            show(self.label, worker_status(self.workers, time.monotonic()))
+            running = running_status(self.tasks) if self.mutants is not None and not self.queue else ""
+            show(self.label, worker_status(self.workers, time.monotonic()) + running)
 
     def _hung(self, worker: _Worker) -> None:
         case = worker.current
@@ -1052,6 +1095,16 @@ def worker_status(workers: list[_Worker], now: float) -> str:
         slowest = min(compiling, key=lambda w: w.phase_since)
         text += f" (longest compile {now - slowest.phase_since:.0f} s, {slowest.kernel})"
     return f"workers: {text or 'none'}"
+
+
+def running_status(tasks: list[_Progress], most: int = 3) -> str:
+    """Once every task is dealt out, the cases each of the last few running has answered
+    (a survivor of a large suite runs all of them, long after the others finished)."""
+    running = [p for p in tasks if p.finished is None]
+    if not running or len(running) > most:
+        return ""
+    return "; running: " + ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases"
+                                     for p in running)
 
 
 def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from mutants.outcomes import CASE_RESULTS, OUTCOMES
 
 # bump when the tables or the values their CHECK constraints allow change
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 SCHEMA = """
 CREATE TABLE results (
@@ -61,6 +61,7 @@ CREATE TABLE baselines (
     PRIMARY KEY (suite, digest, device, case_id)
 );
 {case_memory}
+{unfinished_cases}
 CREATE TABLE runs (
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -100,9 +101,25 @@ CASE_MEMORY = """CREATE TABLE case_memory (
     PRIMARY KEY (suite, digest, device, case_id)
 );"""
 
+# the cases a mutant not yet decided has answered, so that a resumed run deals out only the
+# rest (a survivor of the exhaustive suite runs tens of thousands); its rows go once its
+# result is saved
+UNFINISHED_CASES = """CREATE TABLE unfinished_cases (
+    mutant_key TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    result TEXT NOT NULL CHECK (result IN ('pass', 'fail', 'stillborn')),
+    seconds REAL NOT NULL,
+    detail TEXT NOT NULL,
+    PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
+);"""
+
 # what a store of an older version lacks, added when it is opened for writing; its tables
 # are otherwise this version's, so a report reads it as it is
-ADDED_SINCE = {3: CASE_MEMORY}
+ADDED_SINCE = {3: f"{CASE_MEMORY}\n{UNFINISHED_CASES}", 4: UNFINISHED_CASES}
 
 
 def default_store_path(project: Path = Path(".")) -> Path:
@@ -139,6 +156,16 @@ class Result:
     killed_by: list[str] = field(default_factory=list)
     seconds: float = 0.0
     case_results: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A case's answer that holds whenever the case runs again: pass, fail or stillborn (a
+    timeout or a machine's error is tried again instead)."""
+
+    result: str
+    seconds: float
+    detail: str = ""
 
 
 @dataclass
@@ -194,7 +221,8 @@ class Store:
         if version == 0 and tables == 0 and create:
             outcomes, case_results = _allowed_values()
             self.db.executescript(SCHEMA.format(outcomes=_sql_list(outcomes), case_results=_sql_list(case_results),
-                                                case_memory=CASE_MEMORY, version=SCHEMA_VERSION))
+                                                case_memory=CASE_MEMORY, unfinished_cases=UNFINISHED_CASES,
+                                                version=SCHEMA_VERSION))
             return
         if tables == 0:
             raise StoreError(f"{self.path}: no result store here; run `kmut run` first")
@@ -221,6 +249,22 @@ class Store:
                 "INSERT OR REPLACE INTO case_results VALUES (?,?,?,?,?,?,?)",
                 [(result.mutant_key, *scope.key(), case_id, outcome) for case_id, outcome in result.case_results.items()],
             )
+            self.db.execute("DELETE FROM unfinished_cases WHERE mutant_key=? AND suite=? AND digest=? AND mode=?"
+                            " AND device=?", (result.mutant_key, *scope.key()))
+
+    def save_unfinished(self, scope: Scope, mutant_key: str, answered: dict[str, "Answer"]) -> None:
+        """Cases a mutant still running has answered (case id -> answer): a resumed run skips them."""
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO unfinished_cases VALUES (?,?,?,?,?,?,?,?,?)",
+                [(mutant_key, *scope.key(), case_id, a.result, a.seconds, a.detail) for case_id, a in answered.items()])
+
+    def unfinished(self, scope: Scope, mutant_key: str) -> dict[str, "Answer"]:
+        """The cases an unfinished earlier run of ``mutant_key`` answered, by case id."""
+        rows = self.db.execute(
+            "SELECT case_id, result, seconds, detail FROM unfinished_cases"
+            " WHERE mutant_key=? AND suite=? AND digest=? AND mode=? AND device=?", (mutant_key, *scope.key()))
+        return {case_id: Answer(result, seconds, detail) for case_id, result, seconds, detail in rows}
 
     def finished_keys(self, scope: Scope) -> set[str]:
         rows = self.db.execute(

@@ -313,3 +313,18 @@ def test_an_overlay_that_cannot_be_copied_is_one_error_line(tmp_path, capsys, mo
     assert cli.main(args) == cli.EXIT_CANNOT_RUN
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("kmut: error: [Errno 28] No space left on device: tuning.py (and 1 more file(s))"), err
+
+
+def test_a_stopped_run_names_the_mutants_whose_answered_cases_are_kept(tmp_path, capsys):
+    from mutants.store import Answer
+
+    store = Store(tmp_path / "results.sqlite")
+    scope = Scope("exhaustive", "d1g35t", "first-kill", "cuda")
+    from mutants.catalog import catalog_mutants
+
+    first, second, third = catalog_mutants()[:3]
+    store.save(scope, Result(first.key, first.id, "killed", "", ["c0"], 1.0, {"c0": "fail"}))
+    store.save_unfinished(scope, second.key, {f"c{i}": Answer("pass", 0.1) for i in range(1234)})
+    cli._print_kept_answers(store, scope, [first, second, third])
+    assert capsys.readouterr().err.splitlines() == [
+        f"kmut: {second.id}: 1,234 case(s) answered are kept; the next run runs the rest"]

@@ -22,9 +22,9 @@ from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
-                            least_loaded, worker_status)
+                            least_loaded, running_status, worker_status)
 from mutants.worker import ERROR, FAIL, classify_exception, worker_main
-from mutants.store import Result, Scope, Store
+from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke, suite
 
@@ -402,6 +402,66 @@ def test_sigkill_mid_run_resumes_and_leaves_the_tree_untouched(tmp_path):
     assert "outcomes:" in finished.stdout
 
 
+def test_a_resumed_mutant_runs_only_the_cases_a_stopped_run_left(tmp_path):
+    """A stopped run's answers count: a wrong mutant whose first case an earlier run passed
+    (as a value bug reached only by the later cases would) is not run on it again, and a
+    survivor that earlier run saw fail is killed without running anything."""
+    cases = smoke()
+    runner = _runner(tmp_path, cases)
+    original = read_source(KERNEL)
+    wrong = _mutant("wrong-answer", original.replace("logits * scales", "1.5 * logits * scales"))
+    unchanged = _mutant("unchanged", original + "\n# a comment\n")
+    try:
+        runner.baseline()
+        runner.store.save_unfinished(runner.scope, wrong.key, {cases[0].id: Answer("pass", 0.5)})
+        (result,) = runner.run([wrong], matrix=True)
+        assert result.killed_by == [c.id for c in cases[1:]]
+        assert result.case_results[cases[0].id] == "pass"
+        assert runner.store.unfinished(runner.scope, wrong.key) == {}, "a finished mutant's answers stay behind"
+
+        first_kill = Runner(cases=cases, device="cpu", jobs=2, store=runner.store,
+                            scope=replace(runner.scope, mode="first-kill"), root=PROJECT_ROOT)
+        first_kill.store.save_unfinished(first_kill.scope, unchanged.key,
+                                         {cases[2].id: Answer("fail", 0.5, "a wrong cell")})
+        started = time.monotonic()
+        (result,) = first_kill.run([unchanged], matrix=False)
+        assert result.outcome == "killed" and result.killed_by == [cases[2].id]
+        assert result.detail == f"{cases[2].id}: a wrong cell"
+        assert time.monotonic() - started < 5, "the stored answer decides it: no worker runs a case"
+    finally:
+        runner.close()
+
+
+def test_a_run_stopped_mid_mutant_keeps_the_cases_it_answered(tmp_path, monkeypatch):
+    """Ctrl-C in the middle of a survivor's cases: what was answered is in the store, and the
+    resumed run finishes the mutant from there."""
+    cases = smoke()
+    runner = _runner(tmp_path, cases)
+    survivor = _mutant("unchanged", read_source(KERNEL) + "\n# a comment\n")
+    receive = runner_module._Scheduler._receive
+
+    def stopped_after_an_answer(scheduler, worker):
+        receive(scheduler, worker)
+        if scheduler.label == "mutants" and any(p.results for p in scheduler.tasks):
+            raise KeyboardInterrupt
+
+    try:
+        runner.baseline()
+        monkeypatch.setattr(runner_module._Scheduler, "_receive", stopped_after_an_answer)
+        with pytest.raises(KeyboardInterrupt):
+            runner.run([survivor], matrix=True)
+        kept = runner.store.unfinished(runner.scope, survivor.key)
+        assert 1 <= len(kept) < len(cases) and {a.result for a in kept.values()} == {"pass"}
+        assert runner.store.finished_keys(runner.scope) == set()
+        monkeypatch.setattr(runner_module._Scheduler, "_receive", receive)
+        (result,) = runner.run([survivor], matrix=True)
+    finally:
+        runner.close()
+    assert result.outcome == "survived"
+    assert result.case_results == {c.id: "pass" for c in cases}
+    assert runner.store.unfinished(runner.scope, survivor.key) == {}
+
+
 def test_after_the_first_share_each_axis_value_gets_its_cheapest_case(tmp_path):
     """A value only an expensive case holds (here a pool past 2 GiB) is tried right after the
     first share, not after every cheaper case."""
@@ -699,6 +759,21 @@ def test_the_workers_status_counts_each_phase_and_names_the_longest_compile():
                _Phased("starting"), _Phased("cases")]
     assert worker_status(workers, 100.0) == "workers: 1 starting, 2 compile, 2 cases (longest compile 20 s, k2)"
     assert worker_status([], 0.0) == "workers: none"
+
+
+def test_the_last_running_mutants_show_how_many_of_their_cases_are_answered():
+    from mutants.runner import CaseRecord, _Progress, _Task
+
+    def progress(mutant_id: str, answered: int, cases: int, finished: float | None = None) -> _Progress:
+        task = _Task(mutant_id, "", list(range(cases)), False, shared=True)
+        made = _Progress(task, results={i: CaseRecord("pass") for i in range(answered)})
+        made.finished = finished
+        return made
+
+    tasks = [progress("killed", 1, 37223, finished=5.0), progress("work-bug", 12345, 37223), progress("s", 0, 9)]
+    assert running_status(tasks) == "; running: work-bug 12,345/37,223 cases, s 0/9 cases"
+    assert running_status(tasks + [progress(str(i), 0, 9) for i in range(2)]) == ""  # too many to list
+    assert running_status(tasks[:1]) == ""
 
 
 def test_a_log_gets_the_workers_status_and_a_line_when_no_step_ends_for_a_while():

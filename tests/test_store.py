@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from mutants.store import SCHEMA_VERSION, Result, Scope, Store, StoreError, default_store_path
+from mutants.store import SCHEMA_VERSION, Answer, Result, Scope, Store, StoreError, default_store_path
 
 SCOPE = Scope("smoke", "d1g35t", "first-kill", "cpu")
 
@@ -90,7 +90,7 @@ def test_a_version_3_store_gains_the_case_memory_table_and_keeps_its_results(tmp
     store.save(SCOPE, _result("k1", "m1"))
     store.save_baseline(SCOPE, {"c1": 0.5})
     with store.db:
-        store.db.executescript("DROP TABLE case_memory; PRAGMA user_version = 3;")
+        store.db.executescript("DROP TABLE case_memory; DROP TABLE unfinished_cases; PRAGMA user_version = 3;")
     store.close()
     reader = Store(path, read_only=True)
     assert set(reader.results(SCOPE, {"k1": "m1"})) == {"k1"} and reader.case_memory(SCOPE) == {}
@@ -99,6 +99,32 @@ def test_a_version_3_store_gains_the_case_memory_table_and_keeps_its_results(tmp
     assert writer.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     writer.save_baseline(SCOPE, {"c1": 0.5}, {"c1": 2**33})
     assert writer.case_memory(SCOPE) == {"c1": 2**33} and writer.baseline(SCOPE) == {"c1": 0.5}
+    assert set(writer.results(SCOPE, {"k1": "m1"})) == {"k1"}
+
+
+def test_an_unfinished_mutants_answers_are_kept_until_its_result_is_saved(tmp_path):
+    store = Store(tmp_path / "results.sqlite")
+    store.save_unfinished(SCOPE, "k1", {"c0": Answer("pass", 0.5), "c1": Answer("fail", 1.0, "a wrong cell")})
+    store.save_unfinished(SCOPE, "k2", {"c0": Answer("pass", 0.25)})
+    assert store.unfinished(SCOPE, "k1") == {"c0": Answer("pass", 0.5), "c1": Answer("fail", 1.0, "a wrong cell")}
+    assert store.unfinished(Scope("smoke", "d1g35t", "matrix", "cpu"), "k1") == {}
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+        store.save_unfinished(SCOPE, "k1", {"c2": Answer("timeout", 9.0)})  # tried again on resume, never kept
+    store.save(SCOPE, _result("k1", "m1"))
+    assert store.unfinished(SCOPE, "k1") == {} and store.unfinished(SCOPE, "k2") == {"c0": Answer("pass", 0.25)}
+
+
+def test_a_version_4_store_gains_the_unfinished_cases_table(tmp_path):
+    path = tmp_path / "results.sqlite"
+    store = Store(path)
+    store.save(SCOPE, _result("k1", "m1"))
+    with store.db:
+        store.db.executescript("DROP TABLE unfinished_cases; PRAGMA user_version = 4;")
+    store.close()
+    writer = Store(path)
+    assert writer.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    writer.save_unfinished(SCOPE, "k2", {"c0": Answer("pass", 0.5)})
+    assert writer.unfinished(SCOPE, "k2") == {"c0": Answer("pass", 0.5)}
     assert set(writer.results(SCOPE, {"k1": "m1"})) == {"k1"}
 
 
