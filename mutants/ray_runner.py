@@ -91,7 +91,9 @@ class RayRunner(Runner):
     ``jobs`` at a time, each mutant's cases in kill-history order as locally."""
 
     def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
-                   per_case: bool = False, history: KillHistory | None = None) -> list[_Progress]:
+                   per_case: bool = False, history: KillHistory | None = None, on_share=None) -> list[_Progress]:
+        # a Ray task runs a whole mutant and answers once: nothing is answered before it ends
+        # (``on_share`` has nothing to keep), and a task resumed from the store starts over
         shipment = ray.put(Shipment(self.case_dicts, dict(self.case_seconds), dict(self.case_peaks),
                                     self.timeout_floor, self.device, self.target, self.scope.digest))
         run_task = _run_on_node.options(**TASK_RESOURCES[self.device], max_retries=NODE_RETRIES,
