@@ -586,10 +586,10 @@ class Runner:
                 progress.kept.update(fresh)
 
         order = self.first_kill_order()
+        index = {case_id: i for i, case_id in enumerate(self.case_ids)}
         tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
-                       answered=self._answered_before(m)) for m in pending]
+                       answered=self._answered_before(m, index)) for m in pending]
         history = KillHistory()
-        index = self._case_index()
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
         by_key = {m.key: m for m in mutants}
         for key, result in stored.items():
@@ -598,14 +598,10 @@ class Runner:
                         on_share=keep_answers)
         return results
 
-    def _answered_before(self, mutant: Mutant) -> dict[int, CaseRecord]:
-        """The cases a stopped run of ``mutant`` answered, by index into this run's cases."""
-        index = self._case_index()
+    def _answered_before(self, mutant: Mutant, index: dict[str, int]) -> dict[int, CaseRecord]:
+        """The cases a stopped run of ``mutant`` answered, by ``index`` into this run's cases."""
         return {index[case_id]: CaseRecord(a.result, a.detail, a.seconds)
                 for case_id, a in self.store.unfinished(self.scope, mutant.key).items() if case_id in index}
-
-    def _case_index(self) -> dict[str, int]:
-        return {case_id: i for i, case_id in enumerate(self.case_ids)}
 
     def _compiled_first(self, mutant: Mutant, order: list[int]) -> list[int]:
         """``order`` with the cases that launch the configuration where classification found
