@@ -94,6 +94,9 @@ ERROR_TAIL_LINES = 4
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 # seconds a mutant may spend compiled on the declared space beyond its suite's configurations
 DEFAULT_SPACE_BUDGET = 300.0
+# targets the original and every mutant are compiled for in classification's first round, at
+# least (the compilers' count when larger); each later round doubles the prefix
+FIRST_STRETCH = 8
 # targets of the declared space per compiler in one step of the equivalence proof beyond the suite
 BEYOND_STEP_PER_COMPILER = 8
 
@@ -645,12 +648,13 @@ def classify(original: str, mutants: dict[str, str], targets: list[CompileTarget
     declared compile-time space (or a function returning it, called only when a mutant
     matches the original on every target of the suite); ``beyond_budget`` bounds the seconds
     spent on each such mutant there (None: no bound). ``backend`` compiles (default: Triton's,
-    SASS). The original is compiled for every target. A mutant is
-    compiled lazily, target after target in an order that varies the configuration as much
-    as possible, and stops at the first target whose code differs from the original's: most
-    mutants cost one compile, an equivalent one costs them all, the suite's and then those
-    beyond it. Mutants that agree with another on everything compiled so far are compiled
-    for every target of the suite, to settle whether they are duplicates. ``on_settled(id,
+    SASS). A mutant is compiled lazily, target after target in an order that varies the
+    configuration as much as possible, and stops at the first target whose code differs from
+    the original's: most mutants cost one compile, an equivalent one costs them all, the
+    suite's and then those beyond it. The original is compiled as far as some mutant still
+    agrees with it (in rounds over a prefix that doubles): for every target only when one
+    does. Mutants that agree with another on everything compiled so far are compiled for
+    every target of the suite, to settle whether they are duplicates. ``on_settled(id,
     verdict)`` hears at once of each mutant that its own compiles settle (stillborn, or the
     original's code on every target of the suite, before any proof beyond it).
     """
@@ -672,14 +676,21 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
               beyond, beyond_budget, jobs: int, cache_dir, progress, timeout: float,
               beyond_progress, on_settled=None) -> dict[str, Verdict]:
     """``classify`` with its compiler processes, lent to each compile in turn."""
-    reference = _compile_spread(original, targets, jobs, compilers, cache_dir, timeout)
-    failed = [c for c in reference if not c.ok]
-    if failed:
-        raise RuntimeError(
-            f"the original kernel does not compile for {len(failed)} of {len(targets)} targets,"
-            f" so no mutant can be classified; first: {failed[0].target}: {failed[0].error}"
-        )
-    original_code = [c.digest for c in reference]
+    reference: list[Compiled] = []
+
+    def original_code_upto(count: int) -> list[str]:
+        """The original's code on the first ``count`` targets, compiled as far as needed."""
+        if len(reference) < count:
+            reference.extend(_compile_spread(original, targets[len(reference):count], jobs, compilers, cache_dir,
+                                             timeout))
+            failed = [c for c in reference if not c.ok]
+            if failed:
+                raise RuntimeError(
+                    f"the original kernel does not compile for {len(failed)} of the first {len(reference)} of"
+                    f" {len(targets)} targets, so no mutant can be classified; first: {failed[0].target}:"
+                    f" {failed[0].error}"
+                )
+        return [c.digest for c in reference]
 
     by_source: dict[str, list[str]] = {}
     for mutant_id, source in mutants.items():
@@ -698,21 +709,37 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
         reference = [c.digest for c in outcomes[leader][start:]]
         return outcomes[follower] + until_different(follower, reference, start)
 
-    outcomes: dict[str, list[Compiled]] = {}
+    # Every source is compiled against the original in rounds over a growing prefix of the
+    # targets (the compilers' count, doubling each round), and the original only as far as
+    # the sources that still agree with it reach: mutants that differ early (most of them)
+    # never make the original compile for every target, a suite of thousands of launches.
+    outcomes: dict[str, list[Compiled]] = {source: [] for source in by_source}
+    agreeing, count, done = list(by_source), min(len(targets), max(jobs, FIRST_STRETCH)), 0
+    original_code = original_code_upto(count)  # an original that does not compile stops here, mutants or none
     with _compile_pool(jobs) as pool:
-        futures = {pool.submit(until_different, source, original_code): source for source in by_source}
-        done = 0
-        for future in as_completed(futures):
-            source = futures[future]
-            outcomes[source] = future.result()
-            done += len(by_source[source])
-            if on_settled is not None:
-                for mutant_id in by_source[source]:
-                    own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact)
-                    if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
-                        on_settled(mutant_id, own)
-            if progress is not None and done < len(mutants):  # all done only once the duplicates are settled
-                progress(done, len(mutants))
+        while agreeing:
+            original_code = original_code_upto(count)
+            futures = {pool.submit(until_different, source, original_code[len(outcomes[source]):count],
+                                   len(outcomes[source])): source for source in agreeing}
+            still: set[str] = set()
+            for future in as_completed(futures):
+                source = futures[future]
+                outcomes[source] += future.result()
+                last = outcomes[source][-1]
+                if len(outcomes[source]) < len(targets) and last.ok and last.digest == original_code[
+                        len(outcomes[source]) - 1]:
+                    still.add(source)  # the original's code on every target so far: the next round
+                    continue
+                done += len(by_source[source])
+                if on_settled is not None:
+                    for mutant_id in by_source[source]:
+                        own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact,
+                                       len(targets))
+                        if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
+                            on_settled(mutant_id, own)
+                if progress is not None and done < len(mutants):  # all done only once the duplicates are settled
+                    progress(done, len(mutants))
+            agreeing, count = [source for source in agreeing if source in still], min(len(targets), 2 * count)
         # Mutants whose code agrees so far: the first of each group is compiled for the next
         # stretch of targets, spread over the compilers; the others follow it until they
         # part (a follower with the same IR takes each digest from the memo). The stretch
@@ -740,7 +767,8 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {
-        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, compilers.backend.artifact)
+        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, compilers.backend.artifact,
+                            len(targets))
         for mutant_id, source in mutants.items()
     }
     candidates = [mutant_id for mutant_id, verdict in verdicts.items() if verdict.kind == "equivalent"]
@@ -932,17 +960,19 @@ def _compile_until_different(compiler, source, targets, original_code, cache_dir
 
 
 def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code: dict, mutant_id: str,
-             artifact: str) -> Verdict:
+             artifact: str, target_count: int) -> Verdict:
+    """``outcome`` over a prefix of the ``target_count`` targets; ``original_code`` the
+    original's over a prefix at least as long where the outcome agrees with it throughout."""
     failed = next((c for c in outcome if not c.ok), None)
     if failed is not None and failed.transient:  # the compile, not the source, failed: the cases decide
         return Verdict("undecided", artifact, f"{failed.target}: {failed.error}")
     if failed is not None:
         return Verdict("stillborn", artifact, f"{failed.target}: {failed.error}")
     code = tuple(c.digest for c in outcome)
-    if list(code) == original_code:
+    if len(code) == target_count and list(code) == original_code[:target_count]:
         keys = ", ".join(c.target for c in outcome)
         return Verdict("equivalent", artifact, f"same {artifact} as the original on all {len(outcome)} targets: {keys}")
-    if len(code) == len(original_code):
+    if len(code) == target_count:
         twin = first_with_code.setdefault(code, mutant_id)
         if twin != mutant_id:
             return Verdict("duplicate", artifact, twin, duplicate_of=twin)

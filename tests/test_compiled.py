@@ -294,10 +294,10 @@ def test_a_compiler_killed_from_outside_decides_nothing(targets, tmp_path):
         killer.cancel()
         compiler.close()
     assert not outcome.ok and outcome.transient and not durable and "SIGKILL" in outcome.error
-    verdict = compiled._verdict([outcome], ["digest"], {}, "killed-compile", "sass")
+    verdict = compiled._verdict([outcome], ["digest"], {}, "killed-compile", "sass", 1)
     assert verdict.kind == "undecided"
     failed = compiled.Compiled(outcome.target, False, "", "CompilationError: at 3:4", transient=False)
-    assert compiled._verdict([failed], ["digest"], {}, "bad-source", "sass").kind == "stillborn"
+    assert compiled._verdict([failed], ["digest"], {}, "bad-source", "sass", 1).kind == "stillborn"
 
 
 def test_cases_that_share_a_launch_signature_share_their_compile_targets():
@@ -394,25 +394,8 @@ def test_mutants_that_agree_at_first_and_part_soon_cost_a_stretch_of_targets_not
             "part": {k: ("x" if k == keys[0] else f"part-{k}") for k in keys},
             "twin-a": {k: f"twin-{k}" for k in keys}, "twin-b": {k: f"twin-{k}" for k in keys}}
     compiled_for: dict = {}
-
-    def outcome(source, key):
-        compiled_for[source] = compiled_for.get(source, 0) + 1
-        return compiled.Compiled(key, True, code[source][key], "")
-
-    def spread(source, chosen, jobs, compilers, cache_dir, timeout):
-        return [outcome(source, t.key) for t in chosen]
-
-    def until_different(compiler, source, chosen, reference, cache_dir, timeout):
-        done = []
-        for target, digest in zip(chosen, reference):
-            done.append(outcome(source, target.key))
-            if done[-1].digest != digest:
-                break
-        return done
-
-    monkeypatch.setattr(compiled, "_compile_spread", spread)
-    monkeypatch.setattr(compiled, "_compile_until_different", until_different)
-    monkeypatch.setattr(compiled, "diverse_order", lambda chosen: chosen)
+    _fake_compiles(monkeypatch, code,
+                   lambda source, key: compiled_for.update({source: compiled_for.get(source, 0) + 1}))
     calls = []
     verdicts = classify("original", {m: m for m in ("lead", "part", "twin-a", "twin-b")}, targets, jobs=4,
                         progress=lambda done, total: calls.append((done, total)))
@@ -466,3 +449,53 @@ def test_the_diverse_order_is_the_farthest_point_order_of_its_definition():
         return ordered
 
     assert compiled.diverse_order(targets) == by_definition(targets)
+
+
+def test_the_original_is_compiled_only_as_far_as_a_mutant_agrees_with_it(monkeypatch):
+    """Among 200 targets, mutants that differ on an early one leave the original compiled for
+    the first round's targets only; one that agrees everywhere takes it to every target, and
+    is equivalent; one that parts on the last target is distinct there."""
+    keys = [f"t{i:03d}" for i in range(200)]
+    targets = [CompileTarget(key, (), (("N", i),), (), ()) for i, key in enumerate(keys)]
+    code = {"original": {k: "o" for k in keys},
+            "early": {k: ("x" if k == keys[1] else "o") for k in keys},
+            "first": {k: "y" for k in keys},
+            "late": {k: ("z" if k == keys[-1] else "o") for k in keys},
+            "same": {k: "o" for k in keys}}
+    compiled_for: dict = {}
+    _fake_compiles(monkeypatch, code, lambda source, key: compiled_for.setdefault(source, []).append(key))
+    differing = classify("original", {"early": "early", "first": "first"}, targets, jobs=2)
+    assert differing["early"].kind == differing["first"].kind == "distinct"
+    assert differing["early"].detail == keys[1] and differing["first"].detail == keys[0]
+    assert compiled_for["original"] == keys[:compiled.FIRST_STRETCH], "the original went past the first round"
+    assert compiled_for["early"] == keys[:2] and compiled_for["first"] == keys[:1]
+
+    compiled_for.clear()
+    verdicts = classify("original", {"early": "early", "late": "late", "same": "same"}, targets, jobs=2)
+    assert verdicts["same"].kind == "equivalent" and verdicts["late"].kind == "distinct"
+    assert verdicts["late"].detail == keys[-1] and len(verdicts["late"].matched) == len(keys) - 1
+    assert compiled_for["original"] == keys, "each target compiled once for the original, in order"
+    assert compiled_for["same"] == keys and compiled_for["late"] == keys
+
+
+def _fake_compiles(monkeypatch, code: dict, record) -> None:
+    """Compiles replaced by a table of digests, ``code[source][target key]``, in the targets'
+    own order; ``record(source, key)`` hears of each compile."""
+    def outcome(source, key):
+        record(source, key)
+        return compiled.Compiled(key, True, code[source][key], "")
+
+    def spread(source, chosen, jobs, compilers, cache_dir, timeout):
+        return [outcome(source, t.key) for t in chosen]
+
+    def until_different(compiler, source, chosen, reference, cache_dir, timeout):
+        done = []
+        for target, digest in zip(chosen, reference):
+            done.append(outcome(source, target.key))
+            if done[-1].digest != digest:
+                break
+        return done
+
+    monkeypatch.setattr(compiled, "_compile_spread", spread)
+    monkeypatch.setattr(compiled, "_compile_until_different", until_different)
+    monkeypatch.setattr(compiled, "diverse_order", lambda chosen: chosen)
