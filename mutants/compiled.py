@@ -714,7 +714,16 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
     # the sources that still agree with it reach: mutants that differ early (most of them)
     # never make the original compile for every target, a suite of thousands of launches.
     outcomes: dict[str, list[Compiled]] = {source: [] for source in by_source}
-    agreeing, count, done = list(by_source), min(len(targets), max(jobs, FIRST_STRETCH)), 0
+    shown = [0]
+
+    def show(done: int, final: bool = False) -> None:
+        """The count of settled mutants, never shown falling (a source found to share its code
+        with another stops counting until the duplicate check settles both), all only at the end."""
+        if final or shown[0] < done < len(mutants):
+            shown[0] = max(shown[0], done)
+            progress(len(mutants) if final else shown[0], len(mutants))
+
+    agreeing, count, finished = list(by_source), min(len(targets), max(jobs, FIRST_STRETCH)), []
     original_code = original_code_upto(count)  # an original that does not compile stops here, mutants or none
     with _compile_pool(jobs) as pool:
         while agreeing:
@@ -730,15 +739,16 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                         len(outcomes[source]) - 1]:
                     still.add(source)  # the original's code on every target so far: the next round
                     continue
-                done += len(by_source[source])
+                finished.append(source)
                 if on_settled is not None:
                     for mutant_id in by_source[source]:
                         own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact,
                                        len(targets))
                         if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
                             on_settled(mutant_id, own)
-                if progress is not None and done < len(mutants):  # all done only once the duplicates are settled
-                    progress(done, len(mutants))
+                if progress is not None:  # a source whose code another's matches is not done: the duplicate check
+                    twins = set(_agreeing({f: outcomes[f] for f in finished}, original_code, len(targets)))
+                    show(sum(len(by_source[f]) for f in finished if f not in twins))
             agreeing, count = [source for source in agreeing if source in still], min(len(targets), 2 * count)
         # Mutants whose code agrees so far: the first of each group is compiled for the next
         # stretch of targets, spread over the compilers; the others follow it until they
@@ -748,7 +758,7 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
         # round again.
         def settled(twins) -> None:
             if progress is not None:
-                progress(len(mutants) - sum(len(by_source[source]) for source in twins), len(mutants))
+                show(len(mutants) - sum(len(by_source[source]) for source in twins), final=not twins)
 
         twins, stretch = _agreeing(outcomes, original_code, len(targets)), jobs
         settled(twins)

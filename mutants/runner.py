@@ -1094,13 +1094,14 @@ def worker_status(workers: list[_Worker], now: float) -> str:
 
 
 def running_status(tasks: list[_Progress], most: int = 3) -> str:
-    """Once every task is dealt out, the cases each of the last few running has answered
-    (a survivor of a large suite runs all of them, long after the others finished)."""
-    running = [p for p in tasks if p.finished is None]
-    if not running or len(running) > most:
+    """Once every task is dealt out, the cases each running task has answered, those with the
+    most cases left first, ``most`` of them named (a survivor of a large suite runs all of
+    them, long after the others finished)."""
+    running = sorted((p for p in tasks if p.finished is None), key=lambda p: len(p.results) - len(p.task.cases))
+    if not running:
         return ""
-    return "; running: " + ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases"
-                                     for p in running)
+    named = ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases" for p in running[:most])
+    return f"; running: {named}" + (f" and {len(running) - most} more" if len(running) > most else "")
 
 
 def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:

@@ -401,6 +401,7 @@ def test_mutants_that_agree_at_first_and_part_soon_cost_a_stretch_of_targets_not
                         progress=lambda done, total: calls.append((done, total)))
     # the twins count as done only once they are settled: the display shows them under way
     assert calls[-1] == (4, 4) and (4, 4) not in calls[:-1] and (2, 4) in calls, calls
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls), f"the count fell: {calls}"
     assert verdicts["lead"].kind == verdicts["part"].kind == "distinct"
     assert verdicts["twin-b"].kind == "duplicate" and verdicts["twin-b"].duplicate_of == "twin-a"
     # the pair that parts: one target, then the first stretch (4) for the leader, one for the follower

@@ -772,7 +772,8 @@ def test_the_last_running_mutants_show_how_many_of_their_cases_are_answered():
 
     tasks = [progress("killed", 1, 37223, finished=5.0), progress("work-bug", 12345, 37223), progress("s", 0, 9)]
     assert running_status(tasks) == "; running: work-bug 12,345/37,223 cases, s 0/9 cases"
-    assert running_status(tasks + [progress(str(i), 0, 9) for i in range(2)]) == ""  # too many to list
+    more = tasks + [progress("m0", 0, 9), progress("m1", 8, 9)]
+    assert running_status(more) == "; running: work-bug 12,345/37,223 cases, s 0/9 cases, m0 0/9 cases and 1 more"
     assert running_status(tasks[:1]) == ""
 
 
