@@ -97,6 +97,8 @@ DEFAULT_SPACE_BUDGET = 300.0
 # targets the original and every mutant are compiled for in classification's first round, at
 # least (the compilers' count when larger); each later round doubles the prefix
 FIRST_STRETCH = 8
+# targets per piece, at least, when a round cuts a source's stretch across idle compilers
+LEAST_PIECE = 4
 # targets of the declared space per compiler in one step of the equivalence proof beyond the suite
 BEYOND_STEP_PER_COMPILER = 8
 
@@ -728,12 +730,23 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
     with _compile_pool(jobs) as pool:
         while agreeing:
             original_code = original_code_upto(count)
-            futures = {pool.submit(until_different, source, original_code[len(outcomes[source]):count],
-                                   len(outcomes[source])): source for source in agreeing}
+            # Fewer sources than compilers (the last rounds, where the equivalent ones compile
+            # every target): each source's stretch is cut into pieces compiled side by side.
+            parts = max(1, jobs // len(agreeing))
+            futures, pieces = {}, {}
+            for source in agreeing:
+                cuts = _cut(len(outcomes[source]), count, parts)
+                pieces[source] = dict.fromkeys(cuts)
+                for begin, end in cuts:
+                    futures[pool.submit(until_different, source, original_code[begin:end], begin)] = (source,
+                                                                                                     (begin, end))
             still: set[str] = set()
             for future in as_completed(futures):
-                source = futures[future]
-                outcomes[source] += future.result()
+                source, cut = futures[future]
+                pieces[source][cut] = future.result()
+                if any(piece is None for piece in pieces[source].values()):
+                    continue
+                outcomes[source] += _joined(pieces[source], original_code)
                 last = outcomes[source][-1]
                 if len(outcomes[source]) < len(targets) and last.ok and last.digest == original_code[
                         len(outcomes[source]) - 1]:
@@ -899,6 +912,27 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
                 f"same {artifact} as the original on the suite's {suite_count} configurations and on"
                 f" {matched[source]} of the {len(beyond)} others of the declared space; the other {left} {why}")
     return verdicts
+
+
+def _cut(begin: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """``[begin, end)`` cut into at most ``parts`` contiguous pieces of at least
+    ``LEAST_PIECE`` targets each, in order."""
+    count = max(1, min(parts, (end - begin) // LEAST_PIECE))
+    edges = [begin + (end - begin) * i // count for i in range(count + 1)]
+    return list(zip(edges, edges[1:]))
+
+
+def _joined(pieces: dict[tuple[int, int], list[Compiled]], original_code: list[str]) -> list[Compiled]:
+    """The outcomes of a stretch compiled in pieces, as if compiled in one: up to the end of
+    the first piece that ends on a difference from the original or a failure, the later
+    pieces dropped."""
+    joined: list[Compiled] = []
+    for (begin, _), piece in sorted(pieces.items()):
+        joined += piece
+        last = piece[-1]
+        if not last.ok or last.digest != original_code[begin + len(piece) - 1]:
+            break
+    return joined
 
 
 def _agreeing(outcomes: dict[str, list[Compiled]], original_code: list[str], target_count: int) -> list[str]:

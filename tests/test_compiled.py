@@ -500,3 +500,27 @@ def _fake_compiles(monkeypatch, code: dict, record) -> None:
     monkeypatch.setattr(compiled, "_compile_spread", spread)
     monkeypatch.setattr(compiled, "_compile_until_different", until_different)
     monkeypatch.setattr(compiled, "diverse_order", lambda chosen: chosen)
+
+
+def test_a_source_alone_in_its_round_is_compiled_in_pieces_side_by_side(monkeypatch):
+    """With fewer sources than compilers, a round cuts each source's stretch into pieces
+    compiled at once on several threads; the outcome is the same as compiled in one: the
+    equivalent source covers every target in order, and one parting at target 150 stops
+    there (what its later pieces compiled is dropped)."""
+    keys = [f"t{i:03d}" for i in range(200)]
+    targets = [CompileTarget(key, (), (("N", i),), (), ()) for i, key in enumerate(keys)]
+    code = {"original": {k: "o" for k in keys}, "same": {k: "o" for k in keys},
+            "late": {k: ("z" if k == keys[150] else "o") for k in keys}}
+    threads: dict = {}
+
+    def record(source, key):
+        time.sleep(0.002)  # long enough for the pieces of a round to overlap
+        threads.setdefault((source, keys.index(key) >= 128), set()).add(threading.current_thread().name)
+
+    _fake_compiles(monkeypatch, code, record)
+    verdicts = classify("original", {"same": "same", "late": "late"}, targets, jobs=8)
+    assert verdicts["same"].kind == "equivalent"
+    assert verdicts["late"].kind == "distinct" and verdicts["late"].detail == keys[150]
+    assert verdicts["late"].matched == tuple(keys[:150])
+    # the last round (targets 128 to 199) of each source, one stretch: more than one thread
+    assert len(threads["same", True]) > 1 and len(threads["late", True]) > 1, threads
