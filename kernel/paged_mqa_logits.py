@@ -29,7 +29,9 @@ from kernel.tuning import device_sms, resolve_tuning, slot_groups
 from kernel.validation import check_inputs
 
 
-@triton.jit
+# Triton would make a split count of one a constant and compile a kernel of its own for it,
+# and mark counts divisible by 16: variants that change no load or store, only compiles.
+@triton.jit(do_not_specialize=["num_splits"])
 def _paged_mqa_logits_kernel(
     # pointers
     q_ptr,  # [B, NEXT_N, HEADS, HEAD_DIM] fp8

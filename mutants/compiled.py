@@ -297,10 +297,10 @@ def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[Comp
 
 
 def target_of_launch(launch) -> CompileTarget:
-    runtime_names = _runtime_parameter_names(launch)
+    runtime_names, fixed = _runtime_parameter_names(launch)
     signature, constexprs, attrs, ones, divisible = [], [], [], [], []
     for name, value in zip(runtime_names, launch.args, strict=True):
-        kind, spec = specialize(value)
+        kind, spec = specialize(value, by_value=name not in fixed)
         if kind == "constexpr":
             constexprs.append((name, value))
             if value == 1:
@@ -317,16 +317,17 @@ def target_of_launch(launch) -> CompileTarget:
     return CompileTarget(key, tuple(signature), tuple(constexprs), tuple(attrs), options)
 
 
-def specialize(value) -> tuple[str, str | None]:
+def specialize(value, by_value: bool = True) -> tuple[str, str | None]:
     """(type, specialization) as Triton's JIT derives them from one runtime argument: an
     int equal to 1 becomes a constant; ints and pointers divisible by 16 are marked "D";
-    bools and floats are never specialized."""
+    bools and floats are never specialized. ``by_value`` False: a parameter the kernel lists
+    in ``do_not_specialize``, whose int values only pick the type."""
     if value is None:
         return "constexpr", None
     if isinstance(value, bool):
         return "u1", None
     if isinstance(value, int):
-        if value == 1:
+        if value == 1 and by_value:
             return "constexpr", None
         if -(2**31) <= value < 2**31:
             kind = "i32"
@@ -334,6 +335,8 @@ def specialize(value) -> tuple[str, str | None]:
             kind = "u64"
         else:
             kind = "i64"
+        if not by_value:
+            return kind, None
         return kind, DIVISIBLE if value % 16 == 0 else ""
     if isinstance(value, float):
         return "fp32", None
@@ -343,8 +346,9 @@ def specialize(value) -> tuple[str, str | None]:
     raise TypeError(f"no Triton specialization known for a {type(value).__name__} argument")
 
 
-def _runtime_parameter_names(launch) -> list[str]:
-    """The launched kernel's parameters that are not constexprs, in order."""
+def _runtime_parameter_names(launch) -> tuple[list[str], set[str]]:
+    """The launched kernel's parameters that are not constexprs, in order, and those of them
+    it keeps Triton from specializing."""
     import kernel.paged_mqa_logits as module
 
     for value in vars(module).values():
@@ -353,8 +357,17 @@ def _runtime_parameter_names(launch) -> list[str]:
             continue
         runtime = [n for n in names if n not in launch.constexprs]
         if len(runtime) == len(launch.args) and set(launch.constexprs) <= set(names):
-            return runtime
+            return runtime, not_specialized(value)
     raise LookupError("no @triton.jit kernel in kernel.paged_mqa_logits takes this launch's arguments")
+
+
+def not_specialized(fn) -> set[str]:
+    """The parameters a kernel's decorator lists in ``do_not_specialize``, by name: a
+    ``JITFunction`` keeps the list, the interpreter's function its decorator's arguments."""
+    listed = getattr(fn, "do_not_specialize", None)
+    if listed is None:
+        listed = getattr(fn, "kwargs", {}).get("do_not_specialize")
+    return {fn.arg_names[item] if isinstance(item, int) else item for item in listed or ()}
 
 
 def _target_key(constexprs: dict, options: dict, signature, attrs, ones, divisible) -> str:
@@ -1256,6 +1269,7 @@ def jit_source(fn, target: CompileTarget):
 
     gpu = GPUTarget(*GPU_TARGET)
     types, constexprs, divisible = dict(target.signature), dict(target.constexprs), {n for n, _ in target.attrs}
+    fixed = not_specialized(fn)
     specialization, bound = [], {}
     for name in fn.arg_names:
         if name in constexprs:
@@ -1263,7 +1277,7 @@ def jit_source(fn, target: CompileTarget):
             bound[name] = constexprs[name]
             continue
         kind = types[name]
-        unspecialized = kind == "u1" or kind.startswith(("fp", "bf"))
+        unspecialized = kind == "u1" or kind.startswith(("fp", "bf")) or name in fixed
         specialization.append((kind, None if unspecialized else DIVISIBLE if name in divisible else ""))
         bound[name] = None
     options = {**dict(target.options), **launch_added_options(fn)}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import kernel.paged_mqa_logits as kernel_module
 import mutants.compiled as compiled
 from mutants.compiled import CompileTarget, classify, compile_source, compile_targets, specialize
 from suites.cases import Case, curated
@@ -169,11 +170,15 @@ def test_target_spells_the_launch(targets):
     assert [name for name, _ in target.signature][:2] == ["q_ptr", "kv_ptr"]
 
 
-def test_a_split_count_of_one_is_a_constant():
-    (target,) = compile_targets([Case(heads=32, head_dim=64, splits=1)], every_launch=False)
-    assert ("num_splits", 1) in target.constexprs
-    assert "num_splits" not in dict(target.signature)
-    assert target.key.endswith("-one:num_splits")
+def test_a_split_count_is_never_specialized():
+    """The kernel keeps Triton from specializing its split count: one split and sixteen
+    compile the same kernel as three, so they share one target."""
+    assert compiled.not_specialized(kernel_module._paged_mqa_logits_kernel) == {"num_splits"}
+    targets = [compile_targets([Case(heads=32, head_dim=64, splits=splits)], every_launch=False)[0]
+               for splits in (1, 3, 16)]
+    assert len({t.key for t in targets}) == 1, [t.key for t in targets]
+    assert dict(targets[0].signature)["num_splits"] == "i32"
+    assert "num_splits" not in {name for name, _ in targets[0].attrs}
 
 
 def test_specialization_matches_the_jit():
@@ -205,7 +210,9 @@ def test_an_offline_compile_lands_under_the_key_a_launch_looks_up(example):
     from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
     from suites.check import build_inputs
 
-    fn = JITFunction(_paged_mqa_logits_kernel.fn)  # the compiled kernel, not the interpreter's
+    # the compiled kernel, not the interpreter's, with the decorator's own arguments
+    fn = JITFunction(_paged_mqa_logits_kernel.fn,
+                     do_not_specialize=sorted(compiled.not_specialized(_paged_mqa_logits_kernel)))
 
     inputs = build_inputs(example)
     launch = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), **example.tuning())
