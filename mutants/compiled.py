@@ -716,14 +716,6 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
             return _compile_until_different(compiler, source, targets[start:start + len(reference)], reference,
                                             cache_dir, timeout)
 
-    def follow(pair: tuple[str, str]) -> list[Compiled]:
-        """A follower compiled beside its group's leader, as far as the leader went or until
-        its code parts from the leader's."""
-        follower, leader = pair
-        start = len(outcomes[follower])
-        reference = [c.digest for c in outcomes[leader][start:]]
-        return outcomes[follower] + until_different(follower, reference, start)
-
     # Every source is compiled against the original in rounds over a growing prefix of the
     # targets (the compilers' count, doubling each round), and the original only as far as
     # the sources that still agree with it reach: mutants that differ early (most of them)
@@ -796,8 +788,22 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                 start = len(outcomes[leader])
                 outcomes[leader] += _compile_spread(leader, targets[start:start + stretch], jobs, compilers,
                                                     cache_dir, timeout)
+            # each follower compiled as far as its leader went, or until its code parts from the
+            # leader's; in pieces side by side when fewer followers than compilers are left
             pairs = [(follower, leader) for leader, *followers in groups.values() for follower in followers]
-            outcomes.update(zip([f for f, _ in pairs], pool.map(follow, pairs)))
+            parts = max(1, jobs // max(1, len(pairs)))
+            futures, pieces = {}, {follower: {} for follower, _ in pairs}
+            for follower, leader in pairs:
+                reference = [c.digest for c in outcomes[leader]]
+                for begin, end in _cut(len(outcomes[follower]), len(reference), parts):
+                    futures[pool.submit(until_different, follower, reference[begin:end], begin)] = (follower,
+                                                                                                   (begin, end))
+            for future in as_completed(futures):
+                follower, cut = futures[future]
+                pieces[follower][cut] = future.result()
+            for follower, leader in pairs:
+                if pieces[follower]:
+                    outcomes[follower] += _joined(pieces[follower], [c.digest for c in outcomes[leader]])
             twins, stretch = _agreeing(outcomes, original_code, len(targets)), 2 * stretch
             settled(twins)
 
@@ -930,20 +936,22 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
 def _cut(begin: int, end: int, parts: int) -> list[tuple[int, int]]:
     """``[begin, end)`` cut into at most ``parts`` contiguous pieces of at least
     ``LEAST_PIECE`` targets each, in order."""
+    if end <= begin:
+        return []
     count = max(1, min(parts, (end - begin) // LEAST_PIECE))
     edges = [begin + (end - begin) * i // count for i in range(count + 1)]
     return list(zip(edges, edges[1:]))
 
 
-def _joined(pieces: dict[tuple[int, int], list[Compiled]], original_code: list[str]) -> list[Compiled]:
+def _joined(pieces: dict[tuple[int, int], list[Compiled]], reference: list[str]) -> list[Compiled]:
     """The outcomes of a stretch compiled in pieces, as if compiled in one: up to the end of
-    the first piece that ends on a difference from the original or a failure, the later
-    pieces dropped."""
+    the first piece that ends on a difference from ``reference`` (the original's digests, or
+    a leader's) or a failure, the later pieces dropped."""
     joined: list[Compiled] = []
     for (begin, _), piece in sorted(pieces.items()):
         joined += piece
         last = piece[-1]
-        if not last.ok or last.digest != original_code[begin + len(piece) - 1]:
+        if not last.ok or last.digest != reference[begin + len(piece) - 1]:
             break
     return joined
 

@@ -518,16 +518,38 @@ def test_a_source_alone_in_its_round_is_compiled_in_pieces_side_by_side(monkeypa
     targets = [CompileTarget(key, (), (("N", i),), (), ()) for i, key in enumerate(keys)]
     code = {"original": {k: "o" for k in keys}, "same": {k: "o" for k in keys},
             "late": {k: ("z" if k == keys[150] else "o") for k in keys}}
-    threads: dict = {}
-
-    def record(source, key):
-        time.sleep(0.002)  # long enough for the pieces of a round to overlap
-        threads.setdefault((source, keys.index(key) >= 128), set()).add(threading.current_thread().name)
-
-    _fake_compiles(monkeypatch, code, record)
+    threads = _threads_of_compiles(monkeypatch, code, keys)
     verdicts = classify("original", {"same": "same", "late": "late"}, targets, jobs=8)
     assert verdicts["same"].kind == "equivalent"
     assert verdicts["late"].kind == "distinct" and verdicts["late"].detail == keys[150]
     assert verdicts["late"].matched == tuple(keys[:150])
     # the last round (targets 128 to 199) of each source, one stretch: more than one thread
     assert len(threads["same", True]) > 1 and len(threads["late", True]) > 1, threads
+
+
+def test_a_follower_alone_is_compiled_in_pieces_side_by_side(monkeypatch):
+    """Two mutants with the same code everywhere, parting from the original on the first of
+    200 targets: the follower of the pair follows its leader in pieces on several threads,
+    and is still found to be the leader's duplicate."""
+    keys = [f"t{i:03d}" for i in range(200)]
+    targets = [CompileTarget(key, (), (("N", i),), (), ()) for i, key in enumerate(keys)]
+    code = {"original": {k: "o" for k in keys}, "twin-a": {k: f"t-{k}" for k in keys},
+            "twin-b": {k: f"t-{k}" for k in keys}}
+    threads = _threads_of_compiles(monkeypatch, code, keys)
+    verdicts = classify("original", {"twin-a": "twin-a", "twin-b": "twin-b"}, targets, jobs=8)
+    assert verdicts["twin-a"].kind == "distinct" and verdicts["twin-b"].kind == "duplicate"
+    assert verdicts["twin-b"].duplicate_of == "twin-a"
+    assert len(threads["twin-b", True]) > 1, threads
+
+
+def _threads_of_compiles(monkeypatch, code: dict, keys: list[str]) -> dict:
+    """Fake compiles (``_fake_compiles``) that take a moment each, so that pieces of one round
+    overlap; returns the threads that compiled each (source, target index >= 128)."""
+    threads: dict = {}
+
+    def record(source, key):
+        time.sleep(0.002)
+        threads.setdefault((source, keys.index(key) >= 128), set()).add(threading.current_thread().name)
+
+    _fake_compiles(monkeypatch, code, record)
+    return threads
