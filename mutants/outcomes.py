@@ -41,3 +41,5 @@ CLASSIFIED = (STILLBORN, EQUIVALENT, DUPLICATE)
 # the outcomes the score counts: killed over these
 SCORED = (KILLED, SURVIVED, TIMEOUT, CRASHED)
 CASE_RESULTS = tuple(CaseResult)
+# a case's results that hold for a later run of the same mutant (a timeout or an error runs again)
+LASTING = (CaseResult.PASS, CaseResult.FAIL, CaseResult.STILLBORN)

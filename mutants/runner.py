@@ -41,7 +41,7 @@ from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.walk import DEVICE
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
-from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, NEEDS_GFX950, SURVIVED, TIMEOUT
+from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
@@ -111,8 +111,6 @@ class CaseRecord:
 
 
 NO_RECORD = CaseRecord(ERROR, "the worker ended before this case")
-# answers a resumed run keeps: a timeout or an error (the machine's) is tried again
-LASTING = (PASS, FAIL, STILLBORN)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from mutants.outcomes import CASE_RESULTS, OUTCOMES
+from mutants.outcomes import CASE_RESULTS, LASTING, OUTCOMES
 
 # bump when the tables or the values their CHECK constraints allow change
 SCHEMA_VERSION = 5
@@ -104,14 +104,14 @@ CASE_MEMORY = """CREATE TABLE case_memory (
 # the cases a mutant not yet decided has answered, so that a resumed run deals out only the
 # rest (a survivor of the exhaustive suite runs tens of thousands); its rows go once its
 # result is saved
-UNFINISHED_CASES = """CREATE TABLE unfinished_cases (
+UNFINISHED_CASES = f"""CREATE TABLE unfinished_cases (
     mutant_key TEXT NOT NULL,
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
     mode TEXT NOT NULL,
     device TEXT NOT NULL,
     case_id TEXT NOT NULL,
-    result TEXT NOT NULL CHECK (result IN ('pass', 'fail', 'stillborn')),
+    result TEXT NOT NULL CHECK (result IN ({", ".join(f"'{value}'" for value in LASTING)})),
     seconds REAL NOT NULL,
     detail TEXT NOT NULL,
     PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
