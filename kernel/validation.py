@@ -77,9 +77,9 @@ def check_inputs(
             f"q: the kernel needs H a power of two, and H times next_n rounded up to a power of two at least"
             f" {MIN_QUERY_ROWS}, got H={heads}, next_n={next_n}"
         )
-    if head_dim < FP8_MMA_K or head_dim % FP8_MMA_K != 0:
-        raise ValueError(f"q: head dim D must be a positive multiple of {FP8_MMA_K} (the fp8 MMA's K step),"
-                         f" got {head_dim}")
+    if head_dim < FP8_MMA_K or head_dim & (head_dim - 1) != 0:
+        raise ValueError(f"q: head dim D must be a power of two, at least {FP8_MMA_K} (the fp8 MMA's K step;"
+                         f" the kernel's channel ranges are powers of two), got {head_dim}")
     if kv_heads != 1 or row_bytes != head_dim + PACKED_SCALE_BYTES or kv_block < 1 or num_blocks < 1:
         raise ValueError(
             f"kv_cache: expected shape [num_blocks, KVB, 1, D+4] = [*, *, 1, {head_dim + PACKED_SCALE_BYTES}]"
@@ -98,6 +98,9 @@ def check_inputs(
             f"out: expected shape [B*next_n, max_model_len] = [{batch * next_n}, {max_model_len}],"
             f" got {tuple(out.shape)}"
         )
+    if out is not None and out.shape[0] > 1 and out.stride(0) < max_model_len:
+        raise ValueError(f"out: rows must not overlap: expected a row stride of at least max_model_len="
+                         f"{max_model_len}, got strides {out.stride()}")
     _check_one_device(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table,
                       next_n_lens=next_n_lens, out=out)
     if check_values:

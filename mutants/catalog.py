@@ -304,6 +304,15 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.left,
     ),
     Bug(
+        name="fill-stops-a-tile-short",
+        description="the -inf fill counts its tiles up to max_model_len - 1: where max_model_len is one past"
+                    " whole tiles, the row's last column is never written",
+        exposed_by=Exposure("max_model_len one past whole tiles, beyond the contexts (an input edit)",
+                            _edit("max_model_len-one-past-whole-tiles")),
+        site=m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles")),
+        mutate=lambda node: node.with_changes(left=_expr("tl.cdiv(max_model_len - 1, BLOCK_N)")),
+    ),
+    Bug(
         name="next-n-padded-twice-over",
         description="next_n padded to the power of two above it, not the least one at or above it: more"
                     " masked query rows and MMA columns, the same values",
@@ -351,6 +360,31 @@ CATALOG: tuple[Bug, ...] = (
                                   "block_table-negative-in-last-used-column")),
         site=m.BinaryOperation(operator=m.FloorDivide(), left=_names("lens", "kv_block")),
         mutate=lambda node: node.with_changes(left=_expr("lens[:, None]")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="kv-row-width-as-a-minimum",
+        description="validation takes kv_cache rows at least D+4 bytes wide, not exactly: a wider row is"
+                    " read as the packed layout it is not",
+        exposed_by=Exposure("kv_cache rows one byte wider than D+4 (an input edit)",
+                            _edit("kv_cache-row-bytes-wide")),
+        site=m.Comparison(left=m.Name("row_bytes")),
+        mutate=_with_operator(cst.LessThan()),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="weights-rows-may-stride",
+        description="validation lets the head weights' rows lie apart (a column slice of a wider tensor),"
+                    " which the kernel reads as contiguous",
+        exposed_by=Exposure("weights as a column slice of a wider tensor (an input edit)",
+                            _edit("weights-padded-rows")),
+        site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"weights"')), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[*node.args, cst.Arg(
+            cst.Name("True"), keyword=cst.Name("rows_may_stride"),
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                  whitespace_after=cst.SimpleWhitespace("")))]),
         path=VALIDATION,
         side=HOST,
     ),

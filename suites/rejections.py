@@ -414,6 +414,42 @@ def _per_tensor_edits() -> list[InputEdit]:
     return edits
 
 
+def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values as a slice of a tensor twice as wide: unit last stride, rows apart."""
+    return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
+
+
+def _several_rows_of(name: str) -> Callable[[OpInputs], bool]:
+    """Whether the tensor has more than one row: a single row is contiguous whatever its stride."""
+    return lambda inputs: getattr(inputs, name).numel() > getattr(inputs, name).shape[-1]
+
+
+def _overlapping_out(inputs: OpInputs) -> Call:
+    """The caller's out with each row starting one element before the last one ends."""
+    rows, width = inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len
+    backing = torch.full(((rows - 1) * (width - 1) + width,), SENTINEL, device=inputs.q.device)
+    return Call(inputs, {"out": backing.as_strided((rows, width), (width - 1, 1))})
+
+
+def _head_dim_not_power_of_two(inputs: OpInputs) -> Call:
+    """D one and a half times the base's (96 from 64): a multiple of 32, not a power of two."""
+    head_dim = inputs.q.shape[3] * 3 // 2
+    q = torch.cat([inputs.q, inputs.q[..., :head_dim - inputs.q.shape[3]]], dim=-1)
+    blocks, kv_block = inputs.kv_cache.shape[:2]
+    generator = torch.Generator().manual_seed(head_dim)
+    kv_cache = torch.randint(0, 256, (blocks, kv_block, 1, head_dim + 4), dtype=torch.uint8, generator=generator)
+    return Call(replace(inputs, q=q, kv_cache=kv_cache.to(inputs.kv_cache.device)))
+
+
+def _past_whole_tiles(inputs: OpInputs) -> Call:
+    """max_model_len one past a multiple of 128, so one past whole tiles of every width, beyond
+    every context: each row's last fill tile holds a single column (a fill counted from
+    max_model_len - 1 misses it)."""
+    longest = int(inputs.context_lens.max())
+    edited = replace(inputs, max_model_len=-(-(longest + 1) // 128) * 128 + 1)
+    return Call(edited, {"out": caller_out(edited)})
+
+
 def _less(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return t.narrow(dim, 0, t.shape[dim] - 1).contiguous()
 
@@ -437,6 +473,12 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("kv_cache-two-heads", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: t.expand(-1, -1, 2, -1).contiguous())),
     InputEdit("kv_cache-row-bytes", "kv_cache", ValueError, _tensor("kv_cache", lambda t: _less(t, 3))),
+    InputEdit("kv_cache-row-bytes-wide", "kv_cache", ValueError,
+              _tensor("kv_cache", lambda t: torch.cat([t, t[..., :1]], dim=-1))),
+    InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _head_dim_not_power_of_two),
+    *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
+      for name in ("q", "kv_cache", "weights")],
+    InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows),
     InputEdit("weights-rows", "weights", ValueError, _tensor("weights", _less)),
     InputEdit("weights-heads", "weights", ValueError, _tensor("weights", lambda t: _less(t, 1))),
     InputEdit("context_lens-batch", "context_lens", ValueError, _tensor("context_lens", _less)),
@@ -456,6 +498,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("max_model_len-one-past-its-bound", "max_model_len", ValueError,
               _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
     # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
+    InputEdit("max_model_len-one-past-whole-tiles", "", None, _past_whole_tiles),
     InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
               lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
