@@ -99,6 +99,17 @@ def _keep_arg(index: int):
     return change
 
 
+class _NameAs(cst.CSTTransformer):
+    """Every use of one name replaced by an expression."""
+
+    def __init__(self, name: str, code: str):
+        super().__init__()
+        self.name, self.code = name, code
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+        return _expr(self.code) if original.value == self.name else updated
+
+
 def _replace_with(code: str):
     return lambda node: _expr(code)
 
@@ -313,6 +324,17 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(left=_expr("tl.cdiv(max_model_len - 1, BLOCK_N)")),
     ),
     Bug(
+        name="gather-row-from-program-id",
+        description="the per-token gather reads the block table row of its program id, not of its sequence:"
+                    " with several slot groups per sequence, the groups past the first read another row",
+        exposed_by=Exposure("several slot groups per sequence, batch >= 2, a per-token gather (kv_block not a"
+                            " multiple of block_n)",
+                            _logits(lambda c: c.batch >= 2 and -(-c.next_n // _slots(c)) > 1
+                                    and c.kv_block % _tile(c) != 0)),
+        site=_call("load") & m.Call(args=[m.Arg(_names("block_table_ptr", "stride_table", "offs_t"))]),
+        mutate=lambda node: node.visit(_NameAs("pid_b", "tl.program_id(0)")),
+    ),
+    Bug(
         name="next-n-padded-twice-over",
         description="next_n padded to the power of two above it, not the least one at or above it: more"
                     " masked query rows and MMA columns, the same values",
@@ -385,6 +407,25 @@ CATALOG: tuple[Bug, ...] = (
             cst.Name("True"), keyword=cst.Name("rows_may_stride"),
             equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                   whitespace_after=cst.SimpleWhitespace("")))]),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="num-stages-bool-accepted",
+        description="the stage-count check takes any int, so True passes as one stage",
+        exposed_by=Exposure("num_stages=True (an input edit)", _edit("num_stages-bool")),
+        site=m.Call(func=m.Name("_positive_int"), args=[m.Arg(m.Name("num_stages"))]),
+        mutate=_replace_with("(isinstance(num_stages, int) and num_stages >= 1)"),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="negative-next-n-lens-accepted",
+        description="validation rejects a live-row count of 0 but not a negative one",
+        exposed_by=Exposure("next_n_lens = -1 (an input edit)", _edit("next_n_lens-negative")),
+        site=m.Comparison(left=m.Name("live"), comparisons=[
+            m.ComparisonTarget(operator=m.LessThan(), comparator=m.Integer("1"))]),
+        mutate=_replace_with("(live == 0)"),
         path=VALIDATION,
         side=HOST,
     ),

@@ -288,6 +288,8 @@ def curated() -> list[Case]:
     # slot groups of one and two slots: partial last groups, groups with no live row
     cases += _cross(small, next_n_lens=("none", "ragged"), next_n=(3, 8), slots_per_program=(1, 2), splits=(3,),
                     batch=(3,))
+    # several slot groups per sequence on the per-token gather (a block narrower than any tile)
+    cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     cases += [_on_gather_path(replace(small, pool="over-2gib"), layouts[0]) for layouts in GATHER_PATHS.values()]
