@@ -223,16 +223,19 @@ def _context(length: Callable[[OpInputs, int], int], *, first: bool = False) -> 
     return change
 
 
-def _table_exactly_full(extra_tokens: int) -> Callable[[OpInputs], Call]:
+def _table_exactly_full(extra_tokens: int, *, sliced: bool = False) -> Callable[[OpInputs], Call]:
     """The block table cut to the longest sequence's blocks, and that sequence's context
-    set to the table's capacity plus ``extra_tokens``."""
+    set to the table's capacity plus ``extra_tokens``. ``sliced``: the cut table is a column
+    slice of the whole one, its rows as far apart as before (capacity is its width, not its
+    row stride)."""
 
     def change(inputs: OpInputs) -> Call:
         b = int(torch.argmax(inputs.context_lens.cpu()))
         columns = _used_blocks(inputs, b)
         lens = inputs.context_lens.clone()
         lens[b] = columns * inputs.kv_cache.shape[1] + extra_tokens
-        edited = replace(inputs, context_lens=lens, block_table=inputs.block_table[:, :columns].contiguous(),
+        table = inputs.block_table[:, :columns]
+        edited = replace(inputs, context_lens=lens, block_table=table if sliced else table.contiguous(),
                          max_model_len=max(inputs.max_model_len, int(lens[b])))
         return Call(edited, {"out": caller_out(edited)})
 
@@ -280,10 +283,15 @@ def _next_n_lens_entry(value: Callable[[OpInputs], int]) -> Callable[[OpInputs],
     return change
 
 
-def _head_dim_minus_16(inputs: OpInputs) -> Call:
-    head_dim = inputs.q.shape[3] - 16
-    return Call(replace(inputs, q=inputs.q[..., :head_dim].contiguous(),
-                        kv_cache=inputs.kv_cache[..., :head_dim + 4].contiguous()))
+def _head_dim(size: Callable[[int], int]) -> Callable[[OpInputs], Call]:
+    """q and the cache cut to a head dim of ``size(D)`` channels."""
+
+    def change(inputs: OpInputs) -> Call:
+        head_dim = size(inputs.q.shape[3])
+        return Call(replace(inputs, q=inputs.q[..., :head_dim].contiguous(),
+                            kv_cache=inputs.kv_cache[..., :head_dim + 4].contiguous()))
+
+    return change
 
 
 def _empty_q(dim: int) -> Callable[[OpInputs], Call]:
@@ -458,7 +466,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("unchanged", "", None, lambda inputs: Call(inputs), bases=("small", "small-preshuffle", "smallest")),
     *_per_tensor_edits(),
     # shapes: every checked dimension
-    InputEdit("q-head-dim-not-multiple-of-32", "q", ValueError, _head_dim_minus_16),
+    InputEdit("q-head-dim-not-multiple-of-32", "q", ValueError, _head_dim(lambda d: d - 16)),
+    InputEdit("q-head-dim-16", "q", ValueError, _head_dim(lambda d: 16)),
     InputEdit("q-no-sequences", "q", ValueError, _empty_q(0)),
     InputEdit("q-no-next-n-rows", "q", ValueError, _empty_q(1)),
     InputEdit("q-no-heads", "q", ValueError, _empty_q(2)),
@@ -509,6 +518,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
                   _context(lambda i, b: i.max_model_len + 1)),
     InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
     _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
+    _out_of_range("context_lens-past-sliced-block-table", "context_lens", _table_exactly_full(1, sliced=True)),
     InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens),
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
@@ -539,9 +549,9 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
                   _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens),
     _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
-                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True)),
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
-                  _table_entry(lambda i: -1, last_column=True)),
+                  _table_entry(lambda i: -1, last_column=True), bases=("small", "small-uniform")),
     _out_of_range("block_table-num-blocks-in-first-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=False)),
     _out_of_range("block_table-negative-in-first-column", "block_table",
