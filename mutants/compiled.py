@@ -733,25 +733,29 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
     agreeing, count, finished = list(by_source), min(len(targets), max(jobs, FIRST_STRETCH)), []
     original_code = original_code_upto(count)  # an original that does not compile stops here, mutants or none
     with _compile_pool(jobs) as pool:
-        while agreeing:
-            original_code = original_code_upto(count)
-            # Fewer sources than compilers (the last rounds, where the equivalent ones compile
-            # every target): each source's stretch is cut into pieces compiled side by side.
-            parts = max(1, jobs // len(agreeing))
-            futures, pieces = {}, {}
-            for source in agreeing:
-                cuts = _cut(len(outcomes[source]), count, parts)
-                pieces[source] = dict.fromkeys(cuts)
-                for begin, end in cuts:
-                    futures[pool.submit(until_different, source, original_code[begin:end], begin)] = (source,
-                                                                                                     (begin, end))
-            still: set[str] = set()
+        def in_pieces(stretches: list[tuple[str, list[str], int, int]]):
+            """Each (source, reference digests, begin, end): the source compiled on targets
+            [begin, end) until its code parts from the reference, the stretch cut into pieces
+            compiled side by side when fewer sources than compilers are left (the last rounds,
+            where equivalent sources compile every target, and lone followers). Yields each
+            (source, outcomes) once its pieces are all in, joined as if compiled in one."""
+            parts = max(1, jobs // max(1, len(stretches)))
+            futures, pieces, references = {}, {}, {}
+            for source, reference, begin, end in stretches:
+                references[source], pieces[source] = reference, dict.fromkeys(_cut(begin, end, parts))
+                for cut in pieces[source]:
+                    futures[pool.submit(until_different, source, reference[cut[0]:cut[1]], cut[0])] = (source, cut)
             for future in as_completed(futures):
                 source, cut = futures[future]
                 pieces[source][cut] = future.result()
-                if any(piece is None for piece in pieces[source].values()):
-                    continue
-                outcomes[source] += _joined(pieces[source], original_code)
+                if all(piece is not None for piece in pieces[source].values()):
+                    yield source, _joined(pieces[source], references[source])
+
+        while agreeing:
+            original_code = original_code_upto(count)
+            still: set[str] = set()
+            for source, joined in in_pieces([(s, original_code, len(outcomes[s]), count) for s in agreeing]):
+                outcomes[source] += joined
                 last = outcomes[source][-1]
                 if len(outcomes[source]) < len(targets) and last.ok and last.digest == original_code[
                         len(outcomes[source]) - 1]:
@@ -788,22 +792,11 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                 start = len(outcomes[leader])
                 outcomes[leader] += _compile_spread(leader, targets[start:start + stretch], jobs, compilers,
                                                     cache_dir, timeout)
-            # each follower compiled as far as its leader went, or until its code parts from the
-            # leader's; in pieces side by side when fewer followers than compilers are left
-            pairs = [(follower, leader) for leader, *followers in groups.values() for follower in followers]
-            parts = max(1, jobs // max(1, len(pairs)))
-            futures, pieces = {}, {follower: {} for follower, _ in pairs}
-            for follower, leader in pairs:
-                reference = [c.digest for c in outcomes[leader]]
-                for begin, end in _cut(len(outcomes[follower]), len(reference), parts):
-                    futures[pool.submit(until_different, follower, reference[begin:end], begin)] = (follower,
-                                                                                                   (begin, end))
-            for future in as_completed(futures):
-                follower, cut = futures[future]
-                pieces[follower][cut] = future.result()
-            for follower, leader in pairs:
-                if pieces[follower]:
-                    outcomes[follower] += _joined(pieces[follower], [c.digest for c in outcomes[leader]])
+            # each follower compiled as far as its leader went, or until its code parts from the leader's
+            follow = [(follower, [c.digest for c in outcomes[leader]], len(outcomes[follower]), len(outcomes[leader]))
+                      for leader, *followers in groups.values() for follower in followers]
+            for follower, joined in in_pieces(follow):
+                outcomes[follower] += joined
             twins, stretch = _agreeing(outcomes, original_code, len(targets)), 2 * stretch
             settled(twins)
 

@@ -101,6 +101,11 @@ CASE_MEMORY = """CREATE TABLE case_memory (
     PRIMARY KEY (suite, digest, device, case_id)
 );"""
 
+
+def _sql_list(values) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
 # the cases a mutant not yet decided has answered, so that a resumed run deals out only the
 # rest (a survivor of the exhaustive suite runs tens of thousands); its rows go once its
 # result is saved
@@ -111,7 +116,7 @@ UNFINISHED_CASES = f"""CREATE TABLE unfinished_cases (
     mode TEXT NOT NULL,
     device TEXT NOT NULL,
     case_id TEXT NOT NULL,
-    result TEXT NOT NULL CHECK (result IN ({", ".join(f"'{value}'" for value in LASTING)})),
+    result TEXT NOT NULL CHECK (result IN ({_sql_list(LASTING)})),
     seconds REAL NOT NULL,
     detail TEXT NOT NULL,
     PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
@@ -396,7 +401,3 @@ class Store:
             run["cases"] = json.loads(run["cases"])
             latest[(run["suite"], run["mode"], run["device"], run["mutant_set"])] = run
         return list(latest.values())
-
-
-def _sql_list(values) -> str:
-    return ", ".join(f"'{value}'" for value in values)
