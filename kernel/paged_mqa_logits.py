@@ -75,6 +75,8 @@ def _paged_mqa_logits_kernel(
     pid_s = tl.program_id(1)
 
     context_len = tl.load(context_lens_ptr + pid_b)
+    # in 64 bits: a column slice of a wide table puts rows more than 2**31 entries apart
+    table_row_ptr = block_table_ptr + pid_b.to(tl.int64) * stride_table
     if HAS_NEXT_N_LENS:
         live_rows = tl.load(next_n_lens_ptr + pid_b)
     else:
@@ -122,12 +124,12 @@ def _paged_mqa_logits_kernel(
         else:
             key_offs = (slot * HEAD_DIM)[:, None] + offs_d[None, :]
         if TILE_IN_ONE_BLOCK:
-            block_id = tl.load(block_table_ptr + pid_b * stride_table + tile * BLOCK_N // KV_BLOCK)
+            block_id = tl.load(table_row_ptr + tile * BLOCK_N // KV_BLOCK)
             block_ptr = kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES
             key_ptrs = block_ptr + key_offs
             scale_ptrs = (block_ptr + KV_BLOCK * HEAD_DIM).to(tl.pointer_type(tl.float32)) + slot
         else:
-            block_id = tl.load(block_table_ptr + pid_b * stride_table + offs_t // KV_BLOCK)
+            block_id = tl.load(table_row_ptr + offs_t // KV_BLOCK)
             token_block_ptrs = kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES
             if PRESHUFFLE:
                 key_ptrs = token_block_ptrs[None, :, None] + key_offs

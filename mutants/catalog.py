@@ -331,8 +331,17 @@ CATALOG: tuple[Bug, ...] = (
                             " multiple of block_n)",
                             _logits(lambda c: c.batch >= 2 and -(-c.next_n // _slots(c)) > 1
                                     and c.kv_block % _tile(c) != 0)),
-        site=_call("load") & m.Call(args=[m.Arg(_names("block_table_ptr", "stride_table", "offs_t"))]),
-        mutate=lambda node: node.visit(_NameAs("pid_b", "tl.program_id(0)")),
+        site=_call("load") & m.Call(args=[m.Arg(_names("table_row_ptr", "offs_t"))]),
+        mutate=lambda node: node.visit(_NameAs("table_row_ptr", "(block_table_ptr + tl.program_id(0) * stride_table)")),
+    ),
+    Bug(
+        name="int32-table-row-offset",
+        description="the block table's row offset computed in 32 bits: a table whose rows lie 2**31 entries"
+                    " apart (rows of a wider buffer) reads its last rows from before the table",
+        exposed_by=Exposure("block-table rows 2**31 entries apart, three sequences (an input edit)",
+                            _edit("block_table-rows-past-int32-entries-apart")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("table_row_ptr"))]),
+        mutate=lambda node: node.with_changes(value=_expr("block_table_ptr + pid_b * stride_table")),
     ),
     Bug(
         name="next-n-padded-twice-over",

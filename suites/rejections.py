@@ -135,6 +135,20 @@ def _out_rows_past_int32_elements(inputs: OpInputs) -> Call:
     return Call(inputs, {"out": out})
 
 
+def _table_rows_past_int32_entries_apart(inputs: OpInputs) -> Call:
+    """The block table as rows of a wider one, so far apart that its last row starts at 2**31
+    entries: an 8 GiB buffer of which only the rows are ever touched. With three sequences or
+    more the row stride still fits an int32 (an int32 argument), and row offsets computed in
+    int32 wrap."""
+    table = inputs.block_table
+    batch, width = table.shape
+    stride = -(-INT32_LIMIT // (batch - 1))
+    backing = torch.empty((batch - 1) * stride + width, dtype=table.dtype, device=table.device)
+    rows = backing.as_strided((batch, width), (stride, 1))
+    rows.copy_(table)
+    return Call(replace(inputs, block_table=rows))
+
+
 def _q_past_int32_elements(inputs: OpInputs) -> Call:
     """A batch so long that its last sequence's query rows start past 2**31 elements of q
     (a 2 GiB q): every sequence but the last repeats the base's first, the last is the base's
@@ -521,6 +535,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     _out_of_range("context_lens-past-sliced-block-table", "context_lens", _table_exactly_full(1, sliced=True)),
     InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens),
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
+    InputEdit("block_table-rows-past-int32-entries-apart", "", None, _table_rows_past_int32_entries_apart,
+              bases=("three-sequences", "three-sequences-kvb3")),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
@@ -657,6 +673,9 @@ BASES = {
     "small-kvb24": {**SMALL, "kv_block": 24},
     "one-sequence-kvb64": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=64, preshuffle=False,
                                context_lens=[100], max_model_len=128, next_n_lens=None),
+    # a third sequence: the least batch whose row strides can reach 2**31 entries in int32 steps
+    "three-sequences": {**SMALL, "batch": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
+    "three-sequences-kvb3": {**SMALL, "batch": 3, "kv_block": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
     # the widest query rows the contract names (next_n 8, H 64, D 128): 64 KiB of q per sequence
     "wide-rows": dict(batch=2, next_n=8, heads=64, head_dim=128, kv_block=16, preshuffle=False, context_lens=[3, 40],
