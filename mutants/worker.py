@@ -25,10 +25,12 @@ import importlib
 import os
 import signal
 import sys
+import sysconfig
 import time
 import traceback
 import warnings
 from contextlib import nullcontext
+from pathlib import Path
 
 from mutants.outcomes import CaseResult
 
@@ -66,10 +68,14 @@ def configure_environment(device: str, environment: dict[str, str] | None = None
 
 
 def load_op(overlay: str, op: str):
-    """Import ``op`` (``"module:function"``) from the copy of its package in ``overlay``."""
+    """Import ``op`` (``"module:function"``) from the copy of its package in ``overlay``.
+
+    Every module that imported from the package before (the suites do) is dropped too, and
+    imports afresh when next used: otherwise it would keep the objects of the overlay loaded
+    first, and a mutant's cases would run another mutant's code."""
     module_name, function = op.split(":")
     package = module_name.split(".")[0]
-    for name in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
+    for name in _dependents(package):
         del sys.modules[name]
     sys.path.insert(0, overlay)
     try:
@@ -78,6 +84,62 @@ def load_op(overlay: str, op: str):
     finally:
         sys.path.remove(overlay)
     return getattr(module, function)
+
+
+def _dependents(package: str) -> list[str]:
+    """The loaded modules of ``package``, and every other loaded module of the project (not
+    of the Python installation, nor of kmut itself) that holds, directly or through another
+    such module, one of their modules, a class, function or instance they define, or a
+    container the package binds."""
+
+    def inside(name: str, top: str = package) -> bool:
+        return name == top or name.startswith(f"{top}.")
+
+    installed = tuple(str(Path(p).resolve()) + os.sep for p in {*sysconfig.get_paths().values()})
+    own = __name__.split(".")[0]  # the worker's own code, whose objects cross the pipe
+    candidates = {name for name, module in list(sys.modules.items())
+                  if name not in ("__main__", "__mp_main__") and not inside(name) and not inside(name, own)
+                  and _project_module(module, installed)}
+    dropped = {name for name in sys.modules if inside(name)}
+    bound = {id(value) for name in dropped for value in _values(sys.modules[name])
+             if isinstance(value, (tuple, list, dict, set, frozenset)) and value}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading a deprecated attribute warns
+        while True:
+            more = {name for name in candidates - dropped if _holds_from(sys.modules[name], dropped, bound)}
+            if not more:
+                return sorted(dropped)
+            dropped |= more
+
+
+def _project_module(module, installed: tuple[str, ...]) -> bool:
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and not str(Path(file).resolve()).startswith(installed)
+
+
+def _values(module) -> list:
+    """What the module binds under its own names (not ``__builtins__`` and the like)."""
+    return [value for name, value in list(getattr(module, "__dict__", {}).items())
+            if not (name.startswith("__") and name.endswith("__"))]
+
+
+def _holds_from(module, names: set[str], bound: set[int]) -> bool:
+    """Whether ``module`` holds something of the modules ``names``; a package holding its own
+    submodules does not count (their import put them there, not a use)."""
+    own = f"{module.__name__}."
+    for value in _values(module):
+        if id(value) in bound:
+            return True
+        try:
+            if isinstance(value, type(sys)):
+                origin = None if value.__name__.startswith(own) else value.__name__
+            else:
+                origin = getattr(value, "__module__", None)
+        except Exception:  # noqa: BLE001  (an object whose attributes cannot be read holds nothing of ours)
+            continue
+        if isinstance(origin, str) and origin in names:
+            return True
+    return False
 
 
 def is_device_fault(error: BaseException) -> bool:

@@ -23,7 +23,7 @@ from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
                             least_loaded, running_status, worker_status)
-from mutants.worker import ERROR, FAIL, classify_exception, worker_main
+from mutants.worker import ERROR, FAIL, classify_exception, load_op, worker_main
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke, suite
@@ -669,6 +669,36 @@ def test_a_worker_whose_parent_is_gone_ends_quietly(capfd):
     worker.join(120)
     assert worker.exitcode == 0
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_modules_that_imported_a_mutants_package_see_the_next_mutant(tmp_path, monkeypatch):
+    """A suite imports from the package under test; after the next overlay is loaded it must
+    see that overlay's code, not the one loaded first (it once kept a tuning mutant's choices
+    and killed the kernel mutants that ran after it in the same worker)."""
+    for name, choices in (("first", "(17, 32)"), ("second", "(16, 32)")):
+        package = tmp_path / name / "fakekernel"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("from fakekernel.tuning import CHOICES, resolve\n")
+        (package / "tuning.py").write_text(f"CHOICES = {choices}\n\ndef resolve():\n    return CHOICES\n")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "fakesuite.py").write_text("from fakekernel.tuning import CHOICES, resolve\n")
+    (suite / "fakesuite_choices.py").write_text("from fakekernel.tuning import CHOICES\n")
+    (suite / "fakesuite_user.py").write_text("from fakesuite import resolve\n")
+    monkeypatch.syspath_prepend(str(suite))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    import importlib
+
+    load_op(str(tmp_path / "first"), "fakekernel:resolve")
+    seen_first = [importlib.import_module(m) for m in ("fakesuite", "fakesuite_choices", "fakesuite_user")]
+    assert seen_first[1].CHOICES == (17, 32) and seen_first[2].resolve() == (17, 32)
+    op = load_op(str(tmp_path / "second"), "fakekernel:resolve")
+    suite_module, choices_module, user_module = (importlib.import_module(m)
+                                                 for m in ("fakesuite", "fakesuite_choices", "fakesuite_user"))
+    assert op() == (16, 32)
+    assert suite_module.resolve() == choices_module.CHOICES == user_module.resolve() == (16, 32)
+    # nothing of the installation nor of kmut dropped: the worker's messages pickle its own classes
+    assert {"torch", "mutants.worker", "mutants.outcomes"} <= set(sys.modules)
 
 
 NOISY_OP = '''import warnings
