@@ -129,6 +129,12 @@ def _tile(case: Case) -> int:
     return case.launcher_tuning().block_n
 
 
+def _partly_live_later_group(case: Case) -> bool:
+    """Whether some sequence's live rows end inside a slot group past its first."""
+    slots = _slots(case)
+    return any(n < case.next_n and n // slots >= 1 and n % slots for n in case.live_rows() or [])
+
+
 def _tiles(case: Case) -> list[int]:
     """Tiles of context per sequence."""
     return [-(-ctx // _tile(case)) for ctx in case.context_lens()]
@@ -363,6 +369,29 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
     ),
     Bug(
+        name="live-rows-counted-within-the-group",
+        description="the causal bound tests a row's slot within its group, not within the sequence, against"
+                    " the live-row count: a group past the first that is partly live computes its dead rows",
+        exposed_by=Exposure("a live-row count inside a slot group past the first (ragged next_n_lens)",
+                            _logits(lambda c: _partly_live_later_group(c))),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("causal_bound"))]),
+        mutate=lambda node: node.with_changes(value=node.value.with_changes(args=[
+            node.value.args[0].with_changes(value=_expr("tl.arange(0, SLOT_GROUP) < live_rows")),
+            *node.value.args[1:]])),
+    ),
+    Bug(
+        name="next-n-lens-skipped-at-one-slot",
+        description="the launcher drops next_n_lens when next_n is 1 (every live count taken as 1): a"
+                    " sequence with no live row, which validate=False lets through, computes its row",
+        exposed_by=Exposure("next_n 1, a live-row count of 0 under validate=False (an input edit)",
+                            lambda case: _edit("validate-false-leaves-values-unchecked")(case)
+                            and case.base == "small-next-n-1"),
+        site=m.Arg(keyword=m.Name("HAS_NEXT_N_LENS")),
+        mutate=lambda node: node.with_changes(value=_expr("next_n_lens is not None and dims.next_n > 1")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="table-stride-from-shape",
         description="the launcher passes the block table's width as its row stride",
         exposed_by=Exposure("a column slice of a wider block table (row stride != width)",
@@ -426,6 +455,29 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Call(func=m.Name("_positive_int"), args=[m.Arg(m.Name("num_stages"))]),
         mutate=_replace_with("(isinstance(num_stages, int) and num_stages >= 1)"),
         path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="weights-heads-as-a-minimum",
+        description="validation takes the head weights as at least H columns wide, not exactly: a wider"
+                    " row is read as H weights of the wrong heads",
+        exposed_by=Exposure("weights one head wider (an input edit)", _edit("weights-heads-long")),
+        site=m.Call(func=m.Name("_check_shape"), args=[m.Arg(m.SimpleString('"weights"')), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[node.args[0], node.args[1].with_changes(
+            value=_expr("weights[:, :heads]")), *node.args[2:]]),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="preshuffle-layout-checked-only-with-values",
+        description="validation checks preshuffle's block size only with validate=True, which SPEC lets a"
+                    " caller skip for values only",
+        exposed_by=Exposure("preshuffle with KVB % 16 != 0 under validate=False (an input edit)",
+                            lambda case: _edit("preshuffle-blocks-not-multiple-of-16")(case) and not case.validate),
+        site=m.If(test=m.BooleanOperation(left=m.Name("preshuffle"))),
+        mutate=lambda node: node.with_changes(test=cst.BooleanOperation(
+            left=cst.Name("check_values"), operator=cst.And(), right=node.test)),
+        path=VALIDATION,
         side=HOST,
     ),
     Bug(

@@ -476,6 +476,12 @@ def _less(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return t.narrow(dim, 0, t.shape[dim] - 1).contiguous()
 
 
+def _more(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """``t`` one longer along ``dim``, the new slice a copy of the last: a size check that
+    takes "at least" for "exactly" passes it."""
+    return torch.cat([t, t.narrow(dim, t.shape[dim] - 1, 1)], dim=dim)
+
+
 EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("unchanged", "", None, lambda inputs: Call(inputs), bases=("small", "small-preshuffle", "smallest")),
     *_per_tensor_edits(),
@@ -501,13 +507,19 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _head_dim_not_power_of_two),
     *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
       for name in ("q", "kv_cache", "weights")],
-    InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows),
+    InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
+              bases=("small", "one-sequence-next-n-3")),
     InputEdit("weights-rows", "weights", ValueError, _tensor("weights", _less)),
     InputEdit("weights-heads", "weights", ValueError, _tensor("weights", lambda t: _less(t, 1))),
     InputEdit("context_lens-batch", "context_lens", ValueError, _tensor("context_lens", _less)),
     InputEdit("block_table-batch", "block_table", ValueError, _tensor("block_table", _less)),
     InputEdit("block_table-no-columns", "block_table", ValueError, _tensor("block_table", lambda t: t[:, :0])),
     InputEdit("next_n_lens-batch", "next_n_lens", ValueError, _tensor("next_n_lens", _less), _has_next_n_lens),
+    InputEdit("weights-rows-long", "weights", ValueError, _tensor("weights", _more)),
+    InputEdit("weights-heads-long", "weights", ValueError, _tensor("weights", lambda t: _more(t, 1))),
+    InputEdit("context_lens-batch-long", "context_lens", ValueError, _tensor("context_lens", _more)),
+    InputEdit("block_table-batch-long", "block_table", ValueError, _tensor("block_table", _more)),
+    InputEdit("next_n_lens-batch-long", "next_n_lens", ValueError, _tensor("next_n_lens", _more), _has_next_n_lens),
     InputEdit("out-rows-short", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_rows=-1)})),
     InputEdit("out-rows-long", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_rows=1)})),
     InputEdit("out-columns-short", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_columns=-1)})),
@@ -533,7 +545,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("context_lens-at-max-model-len", "", None, _context(lambda i, b: i.max_model_len)),
     _out_of_range("context_lens-past-block-table", "context_lens", _table_exactly_full(1)),
     _out_of_range("context_lens-past-sliced-block-table", "context_lens", _table_exactly_full(1, sliced=True)),
-    InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens),
+    InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens,
+              bases=("small", "small-next-n-1")),
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-rows-past-int32-entries-apart", "", None, _table_rows_past_int32_entries_apart,
               bases=("three-sequences", "three-sequences-kvb3")),
@@ -576,6 +589,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("block_table-first-and-last-block-ids", "", None, _extreme_block_ids),
     # keywords
     InputEdit("unknown-keyword", "block_size", TypeError, _keywords(block_size=64)),
+    InputEdit("unknown-keyword-none", "block_size", TypeError, _keywords(block_size=None)),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
     InputEdit("num_splits-bool", "num_splits", ValueError, _keywords(num_splits=True)),
@@ -676,6 +690,9 @@ BASES = {
     # a third sequence: the least batch whose row strides can reach 2**31 entries in int32 steps
     "three-sequences": {**SMALL, "batch": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
     "three-sequences-kvb3": {**SMALL, "batch": 3, "kv_block": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
+    "small-next-n-1": {**SMALL, "next_n": 1, "next_n_lens": [1, 1]},
+    # one sequence with several query rows: an out of several rows with a batch of one
+    "one-sequence-next-n-3": {**SMALL, "batch": 1, "context_lens": [40], "next_n_lens": [3]},
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
     # the widest query rows the contract names (next_n 8, H 64, D 128): 64 KiB of q per sequence
     "wide-rows": dict(batch=2, next_n=8, heads=64, head_dim=128, kv_block=16, preshuffle=False, context_lens=[3, 40],
@@ -692,12 +709,15 @@ class RejectionCase:
 
     edit: str
     base: str = "small"
+    # False: the call passes validate=False, which skips the checks of tensor values only
+    validate: bool = True
 
     @property
     def id(self) -> str:
         verdict = "accept" if EDITS[self.edit].error is None else "reject"
         on_base = "" if self.base == RejectionCase.base else f"-on-{self.base}"
-        return f"{verdict}-{self.edit}{on_base}"
+        unvalidated = "" if self.validate else "-unvalidated"
+        return f"{verdict}-{self.edit}{on_base}{unvalidated}"
 
     @property
     def seed(self) -> int:
@@ -715,9 +735,16 @@ class RejectionCase:
 
 
 def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
-    """The edits of ``suite``: every edit, the nightly ones only in exhaustive."""
-    return [RejectionCase(edit.name, base) for edit in EDITS.values() for base in edit.bases
+    """The edits of ``suite``: every edit, the nightly ones only in exhaustive. A rejection
+    that needs no tensor value is also made with ``validate=False``: SPEC §1 lets a caller
+    skip the value checks, never the others."""
+    return [RejectionCase(edit.name, base, validate) for edit in EDITS.values() for base in edit.bases
+            for validate in ((True, False) if _checked_unvalidated(edit) else (True,))
             if not edit.nightly or suite == "exhaustive"]
+
+
+def _checked_unvalidated(edit: InputEdit) -> bool:
+    return edit.error is not None and not edit.reads_values
 
 
 def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu") -> None:
@@ -727,4 +754,14 @@ def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu")
     inputs = case.base_inputs().to(device)
     if not edit.applies(inputs):
         raise ValueError(f"{case.id}: the edit does not apply to this base input")
+    if not case.validate:
+        edit = replace(edit, change=_unvalidated(edit.change))
     check_edit(edit, inputs, op)
+
+
+def _unvalidated(change: Callable[[OpInputs], Call]) -> Callable[[OpInputs], Call]:
+    def edited(inputs: OpInputs) -> Call:
+        call = change(inputs)
+        return Call(call.inputs, {**call.keywords, "validate": False})
+
+    return edited

@@ -40,6 +40,12 @@ def test_a_changed_split_policy_fails(monkeypatch, constant, value):
 
 
 def test_a_changed_warp_rule_fails(monkeypatch):
+    """Eight warps allowed for one slot of 256 heads changes a default; 16 warps allowed
+    anywhere changes none, only the warp counts accepted."""
+    rule = kernel.tuning._warp_choices
     monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, slots: (4, 8, 16))
+    with pytest.raises(AssertionError, match="H256-.*num_warps, num_stages"):
+        check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")
+    monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, slots: (*rule(block_n, slots), 16))
     with pytest.raises(AssertionError, match="num_warps accepted"):
         check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")

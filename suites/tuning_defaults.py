@@ -24,15 +24,16 @@ from suites.rejections import KERNEL_MIN_QUERY_ROWS
 TABLE = Path(__file__).with_name("tuning_defaults.json")
 # the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
 SM_COUNTS = ("cpu", "78", "132")
-# each default's rule meets a boundary inside the grid: query rows 32 to 1024 (warps, stages),
+# each default's rule meets a boundary inside the grid: query rows 32 to 2048 (warps, stages),
 # programs per SM against tiles per program (splits, their roundings), a layout per stage count
 SHAPES = {
     "batch": (1, 3, 16, 256),
     "next_n": (1, 2, 3, 8),
-    "heads": (32, 64, 128),
+    "heads": (32, 64, 128, 256),
     "layout": ((1, False), (64, False), (64, True)),  # (kv_block, preshuffle)
-    # the block table's capacity in tokens; 453 is no whole number of tiles, 7.1 tiles of 64
-    "tokens": (64, 453, 1024, 32768),
+    # the block table's capacity in tokens; 453 is no whole number of tiles, 7.1 tiles of 64;
+    # 16 and 40 hold less than one default tile
+    "tokens": (16, 40, 64, 453, 1024, 32768),
     "block_n": (None, 16),
     # the launcher's slot groups, or every slot in one program as a caller may ask: query rows
     # past 128 reach the defaults of wide programs
