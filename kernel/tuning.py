@@ -65,7 +65,7 @@ def resolve_tuning(
     rows = slots_per_program * dims.heads
     if block_n is None:
         block_n = 64
-    elif block_n not in BLOCK_N_CHOICES:
+    elif not _positive_int(block_n) or block_n not in BLOCK_N_CHOICES:  # 64.0 == 64, yet no tile width
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
         num_splits = _default_splits(dims, sms, block_n, slot_groups(dims.next_n, slots_per_program))
@@ -77,7 +77,7 @@ def resolve_tuning(
         num_warps = 8 if rows > 128 and 8 in warp_choices else 4
         if num_warps not in warp_choices:  # the default obeys the rule a caller's count does
             raise RuntimeError(f"tuning: the default num_warps={num_warps} is not one of {warp_choices}")
-    elif num_warps not in warp_choices:
+    elif not _positive_int(num_warps) or num_warps not in warp_choices:
         raise ValueError(
             f"num_warps: expected one of {warp_choices} with block_n={block_n} and "
             f"{slots_per_program} next_n slots per program (whole warp groups, each warp's MMA columns"

@@ -21,6 +21,7 @@ import zlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
+import numpy
 import torch
 
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
@@ -603,6 +604,10 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("num_stages-bool", "num_stages", ValueError, _keywords(num_stages=True)),
     InputEdit("num_warps-bool", "num_warps", ValueError, _keywords(num_warps=True)),
     InputEdit("block_n-bool", "block_n", ValueError, _keywords(block_n=True)),
+    # equal to a choice, yet no int: Triton would take it as a float or a numpy constant
+    InputEdit("block_n-float", "block_n", ValueError, _keywords(block_n=64.0)),
+    InputEdit("block_n-numpy-int", "block_n", ValueError, lambda inputs: Call(inputs, {"block_n": numpy.int64(64)})),
+    InputEdit("num_warps-float", "num_warps", ValueError, _keywords(num_warps=4.0)),
     InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),
     InputEdit("slots_per_program-bool", "slots_per_program", ValueError, _keywords(slots_per_program=True)),
     InputEdit("slots_per_program-not-a-power-of-two", "slots_per_program", ValueError,
