@@ -392,6 +392,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="tuning-told-validate-for-preshuffle",
+        description="the launcher hands the tuning policy validate where it takes preshuffle: a block-flat"
+                    " call gets the preshuffled pipeline depth, the same values at another speed",
+        exposed_by=Exposure("a block-flat case whose stage count is the launcher's (the planned launch checked"
+                            " against the policy)",
+                            _logits(lambda c: not c.preshuffle and c.num_stages is None)),
+        site=m.Call(func=m.Name("resolve_tuning")),
+        mutate=lambda node: node.with_changes(args=[*node.args[:2], node.args[2].with_changes(
+            value=cst.Name("validate")), *node.args[3:]]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="table-stride-from-shape",
         description="the launcher passes the block table's width as its row stride",
         exposed_by=Exposure("a column slice of a wider block table (row stride != width)",
@@ -474,9 +487,9 @@ CATALOG: tuple[Bug, ...] = (
                     " caller skip for values only",
         exposed_by=Exposure("preshuffle with KVB % 16 != 0 under validate=False (an input edit)",
                             lambda case: _edit("preshuffle-blocks-not-multiple-of-16")(case) and not case.validate),
-        site=m.If(test=m.BooleanOperation(left=m.Name("preshuffle"))),
-        mutate=lambda node: node.with_changes(test=cst.BooleanOperation(
-            left=cst.Name("check_values"), operator=cst.And(), right=node.test)),
+        site=m.BooleanOperation(left=m.Name("preshuffle"), right=m.Comparison(left=m.BinaryOperation(
+            left=m.Name("kv_block")))),
+        mutate=lambda node: cst.BooleanOperation(left=cst.Name("check_values"), operator=cst.And(), right=node),
         path=VALIDATION,
         side=HOST,
     ),

@@ -5,16 +5,20 @@ Checks, in order: the -inf mask exactly and every finite cell (``compare_logits`
 written past ``max_model_len`` into a caller's strided ``out``; the two runs (a fresh output
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
-the result). On the CPU interpreter every load and store is also bounds checked, and
+the result); the launch the op's launcher plans, with the case's knobs and with none, runs the
+tuning policy's choice for the call. On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
 
+import sys
 from contextlib import contextmanager
 from dataclasses import fields
 
 import torch
 
+from kernel.tuning import Tuning, device_sms, resolve_tuning
+from kernel.validation import Dims
 from kernel.work import Work, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
@@ -60,6 +64,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
 
+    for knobs in {**case.tuning()}, {}:
+        check_planned_tuning(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
     guard = backing[:, max_model_len:]
@@ -68,6 +74,26 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         raise AssertionError(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
+
+
+def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
+    """The launch the op's launcher plans for ``knobs`` runs the tuning policy's choice for
+    this call (``resolve_tuning`` on the call's own sizes, layout and device): a launcher that
+    hands the policy a wrong argument changes only the speed, which no value shows. An op
+    with no ``plan_launch`` in its module is not checked."""
+    planner = getattr(sys.modules.get(op.__module__), "plan_launch", None)
+    if planner is None:
+        return
+    batch, next_n, heads, head_dim = inputs.q.shape
+    dims = Dims(batch, next_n, heads, head_dim, inputs.kv_cache.shape[1], num_blocks=inputs.kv_cache.shape[0],
+                max_blocks=inputs.block_table.shape[1])
+    want = resolve_tuning(dims, device_sms(inputs.q.device), case.preshuffle,
+                          *(knobs.get(name) for name in ("num_splits", "block_n", "num_warps", "num_stages")),
+                          knobs.get("slots_per_program"))
+    launch = planner(*inputs.op_args(), **inputs.op_kwargs(), **knobs)
+    have = Tuning(launch.args[-1], launch.constexprs["BLOCK_N"], launch.constexprs["SLOT_GROUP"],
+                  launch.options["num_warps"], launch.constexprs["NUM_STAGES"])
+    assert have == want, f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}"
 
 
 def measured_work(launch: MeteredLaunch) -> Work:
