@@ -20,6 +20,8 @@ PACKED_SCALE_BYTES = 4
 PRESHUFFLE_TILE = 16
 # the channels one fp8 tensor-core MMA step consumes: D is a whole number of them
 FP8_MMA_K = 32
+# D = 1024 needs 257 KiB of shared memory at the default tuning (227 KiB on an H200); 512 needs 161 KiB
+MAX_HEAD_DIM = 512
 # The kernel's token positions are int32; this leaves room to round up to any tile.
 MAX_MODEL_LEN = 2**30
 # the narrowest fp8 MMA: the query rows of all next_n slots and heads, side by side
@@ -77,9 +79,10 @@ def check_inputs(
             f"q: the kernel needs H a power of two, and H times next_n rounded up to a power of two at least"
             f" {MIN_QUERY_ROWS}, got H={heads}, next_n={next_n}"
         )
-    if head_dim < FP8_MMA_K or head_dim & (head_dim - 1) != 0:
-        raise ValueError(f"q: head dim D must be a power of two, at least {FP8_MMA_K} (the fp8 MMA's K step;"
-                         f" the kernel's channel ranges are powers of two), got {head_dim}")
+    if head_dim < FP8_MMA_K or head_dim & (head_dim - 1) != 0 or head_dim > MAX_HEAD_DIM:
+        raise ValueError(f"q: head dim D must be a power of two from {FP8_MMA_K} (the fp8 MMA's K step;"
+                         f" the kernel's channel ranges are powers of two) to {MAX_HEAD_DIM} (a program's query"
+                         f" and key tiles in a Hopper SM's shared memory), got {head_dim}")
     if kv_heads != 1 or row_bytes != head_dim + PACKED_SCALE_BYTES or kv_block < 1 or num_blocks < 1:
         raise ValueError(
             f"kv_cache: expected shape [num_blocks, KVB, 1, D+4] = [*, *, 1, {head_dim + PACKED_SCALE_BYTES}]"

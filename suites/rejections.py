@@ -454,10 +454,14 @@ def _overlapping_out(inputs: OpInputs) -> Call:
     return Call(inputs, {"out": backing.as_strided((rows, width), (width - 1, 1))})
 
 
-def _head_dim_not_power_of_two(inputs: OpInputs) -> Call:
-    """D one and a half times the base's (96 from 64): a multiple of 32, not a power of two."""
-    head_dim = inputs.q.shape[3] * 3 // 2
-    q = torch.cat([inputs.q, inputs.q[..., :head_dim - inputs.q.shape[3]]], dim=-1)
+def _wider_head_dim(size: Callable[[int], int]) -> Callable[[OpInputs], Call]:
+    """q widened to a head dim of ``size(D)`` channels (its channels repeated), and a cache of
+    random bytes that wide: only for rejections, the values are never read."""
+    return lambda inputs: _head_dim_widened(inputs, size(inputs.q.shape[3]))
+
+
+def _head_dim_widened(inputs: OpInputs, head_dim: int) -> Call:
+    q = inputs.q.repeat(1, 1, 1, -(-head_dim // inputs.q.shape[3]))[..., :head_dim].contiguous()
     blocks, kv_block = inputs.kv_cache.shape[:2]
     generator = torch.Generator().manual_seed(head_dim)
     kv_cache = torch.randint(0, 256, (blocks, kv_block, 1, head_dim + 4), dtype=torch.uint8, generator=generator)
@@ -484,7 +488,8 @@ def _more(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
 
 
 EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
-    InputEdit("unchanged", "", None, lambda inputs: Call(inputs), bases=("small", "small-preshuffle", "smallest")),
+    InputEdit("unchanged", "", None, lambda inputs: Call(inputs),
+              bases=("small", "small-preshuffle", "smallest", "small-d512")),
     *_per_tensor_edits(),
     # shapes: every checked dimension
     InputEdit("q-head-dim-not-multiple-of-32", "q", ValueError, _head_dim(lambda d: d - 16)),
@@ -505,7 +510,9 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("kv_cache-row-bytes", "kv_cache", ValueError, _tensor("kv_cache", lambda t: _less(t, 3))),
     InputEdit("kv_cache-row-bytes-wide", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t[..., :1]], dim=-1))),
-    InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _head_dim_not_power_of_two),
+    # D one and a half times the base's (96 from 64): a multiple of 32, not a power of two
+    InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _wider_head_dim(lambda d: d * 3 // 2)),
+    InputEdit("q-head-dim-past-its-bound", "q", ValueError, _wider_head_dim(lambda d: 1024)),
     *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
       for name in ("q", "kv_cache", "weights")],
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
@@ -696,6 +703,7 @@ BASES = {
     "three-sequences": {**SMALL, "batch": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
     "three-sequences-kvb3": {**SMALL, "batch": 3, "kv_block": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
     "small-next-n-1": {**SMALL, "next_n": 1, "next_n_lens": [1, 1]},
+    "small-d512": {**SMALL, "head_dim": 512},
     # one sequence with several query rows: an out of several rows with a batch of one
     "one-sequence-next-n-3": {**SMALL, "batch": 1, "context_lens": [40], "next_n_lens": [3]},
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
