@@ -405,6 +405,17 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="unknown-keyword-by-substring",
+        description="the launcher looks a keyword up in the knobs' names joined into one string: a part of"
+                    " a knob's name (block) passes as a knob and is silently ignored",
+        exposed_by=Exposure("a keyword that is part of a knob's name (an input edit)",
+                            _edit("unknown-keyword-part-of-a-knob")),
+        site=m.ComparisonTarget(operator=m.NotIn(), comparator=m.Name("TUNING_KNOBS")),
+        mutate=lambda node: node.with_changes(comparator=_expr('", ".join(TUNING_KNOBS)')),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="table-stride-from-shape",
         description="the launcher passes the block table's width as its row stride",
         exposed_by=Exposure("a column slice of a wider block table (row stride != width)",
@@ -490,6 +501,17 @@ CATALOG: tuple[Bug, ...] = (
         site=m.BooleanOperation(left=m.Name("preshuffle"), right=m.Comparison(left=m.BinaryOperation(
             left=m.Name("kv_block")))),
         mutate=lambda node: cst.BooleanOperation(left=cst.Name("check_values"), operator=cst.And(), right=node),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="kv-blocks-may-lie-apart",
+        description="validation checks the cache's layout within one block only: blocks that lie apart (one"
+                    " layer of a pool of several) pass, and the kernel reads them as adjacent",
+        exposed_by=Exposure("kv_cache blocks apart, each dense (an input edit)", _edit("kv_cache-blocks-apart")),
+        site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"kv_cache"')), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[node.args[0], node.args[1].with_changes(
+            value=_expr("kv_cache[:1]")), *node.args[2:]]),
         path=VALIDATION,
         side=HOST,
     ),

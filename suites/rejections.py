@@ -7,7 +7,9 @@ keywords, ``ValueError`` otherwise. An edit whose ``error`` is None moves inputs
 boundary the contract still allows; the op must accept it and compute it right.
 
 A rejection is checked three ways: the exception type, a one-line message that starts with
-``"<argument>: "``, and the caller's sentinel-filled ``out`` left untouched.
+``"<argument>: "``, and the caller's sentinel-filled ``out`` left untouched; the op's launcher
+(``plan_launch`` in the op's module, which tools and callers reach without the op) must raise
+the same.
 
 A ``RejectionCase`` is one edit applied to one small base input; ``check_rejection`` runs
 it, as ``suites.check.check_case`` runs a ``Case``.
@@ -447,6 +449,20 @@ def _several_rows_of(name: str) -> Callable[[OpInputs], bool]:
     return lambda inputs: getattr(inputs, name).numel() > getattr(inputs, name).shape[-1]
 
 
+def _bad_entries_across_rows(inputs: OpInputs) -> Call:
+    """Out-of-range ids at [0, 1] and [1, 0], both in used blocks."""
+    table = inputs.block_table.clone()
+    table[0, 1] = table[1, 0] = inputs.kv_cache.shape[0]
+    return Call(replace(inputs, block_table=table))
+
+
+def _shared_table_rows(inputs: OpInputs) -> Call:
+    """One row of the table, that of the longest context, seen as every sequence's (row stride 0)."""
+    longest = int(inputs.context_lens.argmax())
+    table = inputs.block_table[longest:longest + 1].expand(_batch(inputs), -1)
+    return Call(replace(inputs, block_table=table))
+
+
 def _overlapping_out(inputs: OpInputs) -> Call:
     """The caller's out with each row starting one element before the last one ends."""
     rows, width = inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len
@@ -515,6 +531,11 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("q-head-dim-past-its-bound", "q", ValueError, _wider_head_dim(lambda d: 1024)),
     *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
       for name in ("q", "kv_cache", "weights")],
+    # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
+    InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
+              _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]])),
+    # a table the op only reads may share its rows: every sequence reading the longest one's blocks
+    InputEdit("block_table-rows-shared", "", None, _shared_table_rows, _several_sequences),
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
               bases=("small", "one-sequence-next-n-3")),
     InputEdit("weights-rows", "weights", ValueError, _tensor("weights", _less)),
@@ -581,6 +602,9 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     _out_of_range("block_table-every-sequence-num-blocks-in-first-column", "block_table",
                   _every_sequence_bad("block_table", lambda t, b, i: t[b].__setitem__(0, i.kv_cache.shape[0])),
                   quotes="at [0, 0]"),
+    # the first bad entry in row order is not the first in column order
+    _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows, _several_sequences,
+                  quotes="at [0, 1]"),
     _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens),
     _out_of_range("next_n_lens-negative", "next_n_lens", _next_n_lens_entry(lambda i: -1), _has_next_n_lens),
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
@@ -598,6 +622,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     # keywords
     InputEdit("unknown-keyword", "block_size", TypeError, _keywords(block_size=64)),
     InputEdit("unknown-keyword-none", "block_size", TypeError, _keywords(block_size=None)),
+    # a name inside a knob's name: a check by substring of the knobs' list would let it pass
+    InputEdit("unknown-keyword-part-of-a-knob", "block", TypeError, _keywords(block=64)),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
     InputEdit("num_splits-bool", "num_splits", ValueError, _keywords(num_splits=True)),
@@ -672,20 +698,36 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         return
     readable = is_readable(out)
     before = out.clone() if readable else None
-    expected = f"a {edit.error.__name__} whose message starts with {edit.argument + ': '!r}"
-    try:
-        op(*edited.op_args(), **keywords)
-    except Exception as error:  # noqa: BLE001  (any exception is a verdict to check)
-        message = str(error)
-        if not isinstance(error, edit.error) or not message.startswith(f"{edit.argument}: ") or "\n" in message:
-            raise AssertionError(f"{edit.name}: expected {expected}, got {type(error).__name__}: {message}") from error
-    else:
-        raise AssertionError(f"{edit.name}: the op accepted the input; expected {expected}")
+    message = _rejection(edit, op, edited, keywords, "the op")
     if readable and not torch.equal(out, before):
         raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
+    _check_quotes(edit, message)
+    # the launcher's planning, which callers and tools reach without the op, rejects it alike
+    planner = getattr(sys.modules.get(op.__module__), "plan_launch", None)
+    if planner is not None:
+        _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
+
+
+def _check_quotes(edit: InputEdit, message: str) -> None:
     if edit.quotes not in message:
         raise AssertionError(f"{edit.name}: expected the message to quote the first bad value, {edit.quotes!r},"
                              f" got {message}")
+
+
+def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str) -> str:
+    """The message of the error ``call`` raises on the edited input; AssertionError unless it
+    is the edit's verdict."""
+    expected = f"a {edit.error.__name__} whose message starts with {edit.argument + ': '!r}"
+    try:
+        call(*edited.op_args(), **keywords)
+    except Exception as error:  # noqa: BLE001  (any exception is a verdict to check)
+        message = str(error)
+        if not isinstance(error, edit.error) or not message.startswith(f"{edit.argument}: ") or "\n" in message:
+            raise AssertionError(f"{edit.name}: expected {expected} from {who}, got {type(error).__name__}:"
+                                 f" {message}") from error
+    else:
+        raise AssertionError(f"{edit.name}: {who} accepted the input; expected {expected}")
+    return message
 
 
 SMALL = dict(batch=2, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False, context_lens=[40, 21],

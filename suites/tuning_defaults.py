@@ -34,7 +34,7 @@ SHAPES = {
     # the block table's capacity in tokens; 453 is no whole number of tiles, 7.1 tiles of 64;
     # 16 and 40 hold less than one default tile
     "tokens": (16, 40, 64, 453, 1024, 32768),
-    "block_n": (None, 16),
+    "block_n": (None, 16, 128),
     # the launcher's slot groups, or every slot in one program as a caller may ask: query rows
     # past 128 reach the defaults of wide programs
     "slots": ("default", "all"),
@@ -43,6 +43,10 @@ SHAPES = {
 # next_n past 128 puts more slots in a group than the default's 128 query rows hold
 NARROW_HEADS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3,),
                 "next_n": (4, 16, 129), "heads": (1, 4), "tokens": (1024,), "slots": SHAPES["slots"]}
+# blocks of 5 and 48 tokens are neither divisors nor multiples of a tile width: a table's tile
+# count then is no whole number of tiles per block, nor of blocks per tile
+UNEVEN_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
+                 "layout": ((5, False), (48, False)), "tokens": SHAPES["tokens"], "block_n": SHAPES["block_n"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 HEAD_DIM = 128  # no default depends on it
 
@@ -84,7 +88,7 @@ def chosen(launcher, sms: str) -> dict:
     picks = {}
     narrow = [shape for shape in itertools.product(*NARROW_HEADS.values())
               if shape[2] * _padded_next_n(shape[1]) >= KERNEL_MIN_QUERY_ROWS]
-    grid = itertools.chain(itertools.product(*SHAPES.values()), narrow)
+    grid = itertools.chain(itertools.product(*SHAPES.values()), narrow, itertools.product(*UNEVEN_BLOCKS.values()))
     for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in grid:
         max_blocks = -(-tokens // kv_block)
         dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
