@@ -533,7 +533,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
       for name in ("q", "kv_cache", "weights")],
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
-              _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]])),
+              _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
+              lambda i: i.kv_cache.shape[0] >= 2),  # one block is dense whatever its stride
     # a table the op only reads may share its rows: every sequence reading the longest one's blocks
     InputEdit("block_table-rows-shared", "", None, _shared_table_rows, _several_sequences),
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
@@ -578,7 +579,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               bases=("small", "small-next-n-1")),
     InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
     InputEdit("block_table-rows-past-int32-entries-apart", "", None, _table_rows_past_int32_entries_apart,
-              bases=("three-sequences", "three-sequences-kvb3")),
+              _several_sequences, bases=("three-sequences", "three-sequences-kvb3")),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
@@ -603,8 +604,8 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
                   _every_sequence_bad("block_table", lambda t, b, i: t[b].__setitem__(0, i.kv_cache.shape[0])),
                   quotes="at [0, 0]"),
     # the first bad entry in row order is not the first in column order
-    _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows, _several_sequences,
-                  quotes="at [0, 1]"),
+    _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
+                  lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
     _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens),
     _out_of_range("next_n_lens-negative", "next_n_lens", _next_n_lens_entry(lambda i: -1), _has_next_n_lens),
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
