@@ -416,6 +416,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="cache-reinterpreted-from-its-storage",
+        description="the launcher reinterprets the cache as fp8 from the start of its storage: a cache that"
+                    " starts inside its buffer (one layer of a pool) is read from the buffer's start",
+        exposed_by=Exposure("a kv_cache that starts inside its buffer (an input edit)",
+                            _edit("kv_cache-inside-its-buffer")),
+        site=_method("kv_cache", "view"),
+        mutate=_replace_with("torch.empty(0, dtype=torch.float8_e4m3fn, device=kv_cache.device)"
+                             ".set_(kv_cache.untyped_storage(), 0, kv_cache.shape, kv_cache.stride())"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="table-stride-from-shape",
         description="the launcher passes the block table's width as its row stride",
         exposed_by=Exposure("a column slice of a wider block table (row stride != width)",

@@ -435,8 +435,31 @@ def _per_tensor_edits() -> list[InputEdit]:
             InputEdit(f"{name}-rank", name, ValueError, _tensor(name, lambda t: t[None]), applies),
             InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies)),
             InputEdit(f"{name}-other-device", name, ValueError, _tensor(name, _elsewhere), applies),
+            # accepted: the tensor starts inside its buffer, after values no call may read
+            InputEdit(f"{name}-inside-its-buffer", "", None, _inside_buffer(name), applies),
         ]
     return edits
+
+
+def _inside_buffer(name: str) -> Callable[[OpInputs], Call]:
+    """``name`` moved to the second half of a buffer twice its size, the first half poison (NaN,
+    or ids and lengths no call may hold): an op that addressed the buffer, not the tensor, reads it."""
+    def moved(tensor: torch.Tensor) -> torch.Tensor:
+        count = tensor.numel()
+        buffer = torch.empty(2 * count, dtype=tensor.dtype, device=tensor.device)
+        if tensor.dtype == torch.uint8:  # the cache's bytes: 0xFF is a NaN key and a NaN scale
+            buffer[:count] = 255
+        elif tensor.dtype.is_floating_point:
+            buffer[:count].view(torch.uint8 if tensor.element_size() == 1 else buffer.dtype).fill_(
+                127 if tensor.element_size() == 1 else float("nan"))
+        else:
+            buffer[:count] = -(2**30)
+        buffer[count:] = tensor.reshape(-1)
+        return buffer[count:].view(tensor.shape)
+
+    if name == "out":
+        return lambda inputs: Call(inputs, {"out": moved(caller_out(inputs))})
+    return _set(**{name: lambda inputs: moved(getattr(inputs, name))})
 
 
 def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
