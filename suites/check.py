@@ -11,7 +11,6 @@ every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
 
-import sys
 from contextlib import contextmanager
 from dataclasses import fields
 
@@ -25,6 +24,7 @@ from oracle.compare import tolerance_for
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
+from suites.rejections import launch_planner
 
 GUARD_COLUMNS = 7
 # columns of out-of-range block ids on each side of a "column-slice" block table
@@ -64,7 +64,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
 
-    for knobs in {**case.tuning()}, {}:
+    for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_tuning(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
@@ -81,7 +81,7 @@ def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     this call (``resolve_tuning`` on the call's own sizes, layout and device): a launcher that
     hands the policy a wrong argument changes only the speed, which no value shows. An op
     with no ``plan_launch`` in its module is not checked."""
-    planner = getattr(sys.modules.get(op.__module__), "plan_launch", None)
+    planner = launch_planner(op)
     if planner is None:
         return
     batch, next_n, heads, head_dim = inputs.q.shape

@@ -496,15 +496,16 @@ def _overlapping_out(inputs: OpInputs) -> Call:
 def _wider_head_dim(size: Callable[[int], int]) -> Callable[[OpInputs], Call]:
     """q widened to a head dim of ``size(D)`` channels (its channels repeated), and a cache of
     random bytes that wide: only for rejections, the values are never read."""
-    return lambda inputs: _head_dim_widened(inputs, size(inputs.q.shape[3]))
 
+    def change(inputs: OpInputs) -> Call:
+        head_dim = size(inputs.q.shape[3])
+        q = inputs.q.repeat(1, 1, 1, -(-head_dim // inputs.q.shape[3]))[..., :head_dim].contiguous()
+        blocks, kv_block = inputs.kv_cache.shape[:2]
+        generator = torch.Generator().manual_seed(head_dim)
+        kv_cache = torch.randint(0, 256, (blocks, kv_block, 1, head_dim + 4), dtype=torch.uint8, generator=generator)
+        return Call(replace(inputs, q=q, kv_cache=kv_cache.to(inputs.kv_cache.device)))
 
-def _head_dim_widened(inputs: OpInputs, head_dim: int) -> Call:
-    q = inputs.q.repeat(1, 1, 1, -(-head_dim // inputs.q.shape[3]))[..., :head_dim].contiguous()
-    blocks, kv_block = inputs.kv_cache.shape[:2]
-    generator = torch.Generator().manual_seed(head_dim)
-    kv_cache = torch.randint(0, 256, (blocks, kv_block, 1, head_dim + 4), dtype=torch.uint8, generator=generator)
-    return Call(replace(inputs, q=q, kv_cache=kv_cache.to(inputs.kv_cache.device)))
+    return change
 
 
 def _past_whole_tiles(inputs: OpInputs) -> Call:
@@ -690,10 +691,15 @@ def edited_call(edit: InputEdit, inputs: OpInputs) -> tuple[OpInputs, dict]:
     return call.inputs, {**call.inputs.op_kwargs(), "out": caller_out(inputs), **call.keywords}
 
 
+def launch_planner(op):
+    """The launcher's planning of ``op``: its module's ``plan_launch``, or None."""
+    return getattr(sys.modules.get(op.__module__), "plan_launch", None)
+
+
 def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> None:
     """The launcher of ``op`` (its module's ``plan_launch``; an op without one is its own)
     accepts the edited inputs and plans their launch."""
-    planner = getattr(sys.modules.get(op.__module__), "plan_launch", op)
+    planner = launch_planner(op) or op
     try:
         planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
@@ -727,7 +733,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
     _check_quotes(edit, message)
     # the launcher's planning, which callers and tools reach without the op, rejects it alike
-    planner = getattr(sys.modules.get(op.__module__), "plan_launch", None)
+    planner = launch_planner(op)
     if planner is not None:
         _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
 
@@ -756,6 +762,8 @@ def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str
 
 SMALL = dict(batch=2, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False, context_lens=[40, 21],
              max_model_len=64, next_n_lens=[3, 1])
+# a third sequence: the least batch whose row strides can reach 2**31 entries in int32 steps
+THREE_SEQUENCES = {**SMALL, "batch": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]}
 # base inputs, as make_inputs arguments
 BASES = {
     "small": SMALL,
@@ -765,9 +773,8 @@ BASES = {
     "small-kvb24": {**SMALL, "kv_block": 24},
     "one-sequence-kvb64": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=64, preshuffle=False,
                                context_lens=[100], max_model_len=128, next_n_lens=None),
-    # a third sequence: the least batch whose row strides can reach 2**31 entries in int32 steps
-    "three-sequences": {**SMALL, "batch": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
-    "three-sequences-kvb3": {**SMALL, "batch": 3, "kv_block": 3, "context_lens": [40, 21, 33], "next_n_lens": [3, 1, 2]},
+    "three-sequences": THREE_SEQUENCES,
+    "three-sequences-kvb3": {**THREE_SEQUENCES, "kv_block": 3},
     "small-next-n-1": {**SMALL, "next_n": 1, "next_n_lens": [1, 1]},
     "small-d512": {**SMALL, "head_dim": 512},
     # one sequence with several query rows: an out of several rows with a batch of one
