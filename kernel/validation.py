@@ -118,7 +118,8 @@ def _check_tensor(name, tensor, dtype, *, rank, rows_may_stride=False):
         raise TypeError(f"{name}: expected dtype {dtype}, got {tensor.dtype}")
     if tensor.dim() != rank:
         raise ValueError(f"{name}: expected a rank-{rank} tensor, got shape {tuple(tensor.shape)}")
-    addressable = tensor.stride(-1) == 1 if rows_may_stride else tensor.is_contiguous()
+    # a dimension of size one is addressed at index 0 only, whatever its stride
+    addressable = (tensor.stride(-1) == 1 or tensor.shape[-1] == 1) if rows_may_stride else tensor.is_contiguous()
     if not addressable:
         layout = "unit stride in its last dimension" if rows_may_stride else "a contiguous tensor"
         raise ValueError(f"{name}: the kernel needs {layout}, got strides {tensor.stride()}")

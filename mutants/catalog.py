@@ -169,6 +169,20 @@ def _tiles_per_program(case: Case) -> int:
     return max(-(-t // (case.splits or 1)) for t in _tiles(case))
 
 
+def _diagonal_before_the_last_split(case: Case) -> bool:
+    """Some sequence's first live row sees less than the tiles before the program that holds
+    the context's last tile (the split count given, more than one)."""
+    if not case.splits or case.splits < 2:
+        return False
+    live = case.live_rows() or [case.next_n] * case.batch
+    for tiles, context, rows in zip(_tiles(case), case.context_lens(), live):
+        per_program = -(-tiles // case.splits)
+        last_first_position = (tiles - 1) // per_program * per_program * _tile(case)
+        if context - rows < last_first_position - 1:
+            return True
+    return False
+
+
 CATALOG: tuple[Bug, ...] = (
     Bug(
         name="swapped-layout-strides",
@@ -547,6 +561,85 @@ CATALOG: tuple[Bug, ...] = (
         mutate=_replace_with("(lens > max_model_len + 1)"),
         path=VALIDATION,
         side=HOST,
+    ),
+    Bug(
+        name="result-buffer-kept-across-calls",
+        description="the launcher keeps one logits buffer per size and returns it from every call without"
+                    " out: the next call of that size overwrites the result a caller still holds",
+        exposed_by=Exposure("two calls without out (a case that passes tuning knobs: its run without them)",
+                            _logits(lambda c: bool(c.tuning()))),
+        site=_method("torch", "empty") & _names("max_model_len"),
+        mutate=lambda node: cst.Call(func=_expr("plan_launch.__dict__.setdefault"), args=[
+            cst.Arg(_expr("(dims.batch * dims.next_n, max_model_len, q.device)")), cst.Arg(node)]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="num-splits-checked-by-range",
+        description="the split count is checked by range only: 2.0 or 1.5 pass, and fail inside the launch",
+        exposed_by=Exposure("num_splits as a float (an input edit)", _edit("num_splits-float", "num_splits-fraction")),
+        site=m.UnaryOperation(operator=m.Not(), expression=m.Call(func=m.Name("_positive_int"),
+                                                                  args=[m.Arg(m.Name("num_splits"))])),
+        mutate=_replace_with("(isinstance(num_splits, bool) or num_splits < 1)"),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="q-takes-either-e4m3",
+        description="validation takes q in either e4m3 encoding: fnuz (bias 8, no negative zero) is read as fn",
+        exposed_by=Exposure("q as float8_e4m3fnuz (an input edit)", _edit("q-dtype-float8_e4m3fnuz")),
+        site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"q"')), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[*node.args[:2], node.args[2].with_changes(value=_expr(
+            "q.dtype if q.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz) else torch.float8_e4m3fn")),
+            *node.args[3:]]),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="one-out-row-taken-as-overlapping",
+        description="validation rejects a caller's out whose row stride is under its width even with a single"
+                    " row, which overlaps nothing",
+        exposed_by=Exposure("one out row with a row stride of one (an input edit)",
+                            _edit("out-one-row-of-any-row-stride")),
+        site=m.BooleanOperation(left=m.Comparison(left=m.Name("out")), operator=m.And(), right=m.Comparison(
+            left=m.Subscript(value=m.Attribute(value=m.Name("out"), attr=m.Name("shape"))))),
+        mutate=lambda node: node.left,
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="size-one-columns-need-unit-stride",
+        description="validation asks a row-strided tensor (out, the block table) for unit stride in its last"
+                    " dimension even when that dimension has one element",
+        exposed_by=Exposure("out or the block table with one column of any stride (an input edit)",
+                            _edit("out-size-one-dims-strided", "block_table-size-one-dims-strided")),
+        site=m.BooleanOperation(operator=m.Or(), right=m.Comparison(left=m.Subscript(
+            value=m.Attribute(value=m.Name("tensor"), attr=m.Name("shape"))))),
+        mutate=lambda node: node.left,
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="scale-offset-in-32-bit-float-units",
+        description="the per-token gather addresses scales as floats from the cache's start, the block offset"
+                    " in 32 bits: it wraps past 2**33 bytes of pool",
+        exposed_by=Exposure("a pool over 8 GiB on the per-token gather",
+                            _logits(lambda c: c.pool == "over-8gib" and c.kv_block % _tile(c) != 0)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "kv_ptr.to(tl.pointer_type(tl.float32)) + block_id * (BLOCK_BYTES // 4) + KV_BLOCK * HEAD_DIM // 4"
+            " + slot")),
+    ),
+    Bug(
+        name="causal-bound-only-where-the-context-ends",
+        description="only the program holding the context's last tile applies the causal bound; the others"
+                    " let every live row see the whole context",
+        exposed_by=Exposure("a causal diagonal that reaches back into an earlier split's tiles",
+                            _logits(lambda c: _diagonal_before_the_last_split(c))),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("visible"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "offs_p[:, None] <= tl.where(tile_end == context_tiles, causal_bound,"
+            " tl.where(offs_m < live_rows, context_len - 1, -1))[None, :]")),
     ),
 )
 

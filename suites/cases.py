@@ -28,6 +28,8 @@ from kernel.tuning import BLOCK_N_CHOICES, NOMINAL_SMS, Tuning, resolve_tuning
 from kernel.validation import PRESHUFFLE_TILE, Dims
 
 OVER_2GIB = 2**31 + 2**20
+# past 2**33 bytes: a block offset kept in 32 bits wraps even counted in 4-byte scale units
+OVER_8GIB = 2**33 + 2**20
 
 
 def _prefixed(prefix: str) -> Callable[[object], str]:
@@ -63,17 +65,17 @@ class Case:
     num_warps: int | None = _axis(None, (None, 4, 8), compiled=True, spell=_knob("w"))
     num_stages: int | None = _axis(None, (None, 1, 3), compiled=True, spell=_knob("st"))
     slots_per_program: int | None = _axis(None, (None, 1, 2, 4), compiled=True, spell=_unless_default("spp"))
-    batch: int = _axis(2, (1, 2, 3), compiled=False, spell=_prefixed("b"))
+    batch: int = _axis(2, (1, 2, 3, 10), compiled=False, spell=_prefixed("b"))
     next_n: int = _axis(2, (1, 2, 3, 8), compiled=True, spell=_prefixed("nn"))
     context: str | tuple[int, ...] = _axis(
-        "multi-tile", ("short", "one-tile", "multi-tile", "ragged", "max-len", "equals-nn"),
+        "multi-tile", ("short", "one-tile", "multi-tile", "ragged", "max-len", "equals-nn", "diagonal"),
         compiled=False, spell=_runtime("ctx_"))
     # the kernel is specialized on whether next_n_lens is given, not on its values
     next_n_lens: str | tuple[int, ...] = _axis("none", ("none", "full", "ragged"), compiled=True,
                                                spell=_runtime("nnl_"))
     splits: int | None = _axis(2, (None, 1, 2, 3), compiled=False, spell=_knob("split", unset="auto"))
     # a name, or the pool's least size in bytes
-    pool: str | int = _axis("compact", ("compact", "over-2gib"), compiled=False, spell=_prefixed("pool_"))
+    pool: str | int = _axis("compact", ("compact", "over-2gib", "over-8gib"), compiled=False, spell=_prefixed("pool_"))
     # spare: two unused columns past the longest context; exact: the longest context fills
     # the table to its last column; column-slice: a column slice of a wider table
     table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
@@ -139,6 +141,10 @@ class Case:
                                itertools.islice(itertools.cycle((3 * tile + 5, tile - 1, 7 * tile, tile + 1)), self.batch)],
             "max-len": lambda: [4 * tile + 9] * self.batch,
             "equals-nn": lambda: self.live_rows() or [self.next_n] * self.batch,
+            # sequence b ends b tokens past 1, 2 or 3 whole tiles: with a batch of 10, the
+            # causal diagonal of every next_n crosses a tile edge at every offset, and a split
+            # count of 2 or 3 leaves some sequence's last split a single tile
+            "diagonal": lambda: [max(floor, (1 + b % 3) * tile + b) for b in range(self.batch)],
         }
         lengths = list(self.context) if isinstance(self.context, tuple) else named[self.context]()
         if self.table == "exact":
@@ -167,7 +173,7 @@ class Case:
         return {name: value for name, value in knobs.items() if value is not None}
 
     def min_pool_bytes(self) -> int:
-        return {"compact": 0, "over-2gib": OVER_2GIB}.get(self.pool, self.pool)
+        return {"compact": 0, "over-2gib": OVER_2GIB, "over-8gib": OVER_8GIB}.get(self.pool, self.pool)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -214,6 +220,7 @@ EXHAUSTIVE_VALUES = {
     "batch": (1, 3),
     "next_n": (1, 3, 8),
     "splits": (None, 1, 3),
+    "context": tuple(context for context in VALUES["context"] if context != "diagonal"),
     "pool": ("compact",),
     "table": ("spare",),
 }
@@ -297,7 +304,11 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
-    cases += [_on_gather_path(replace(small, pool="over-2gib"), layouts[0]) for layouts in GATHER_PATHS.values()]
+    cases += [_on_gather_path(replace(small, pool=pool), layouts[0]) for layouts in GATHER_PATHS.values()
+              for pool in ("over-2gib", "over-8gib")]
+    # the causal diagonal across tile and split edges, every live-row count
+    cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
+              for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]
     return _unique(cases + added_cases())
 
 

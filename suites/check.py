@@ -6,7 +6,8 @@ written past ``max_model_len`` into a caller's strided ``out``; the two runs (a 
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
 the result); the launch the op's launcher plans, with the case's knobs and with none, runs the
-tuning policy's choice for the call. On the CPU interpreter every load and store is also bounds checked, and
+tuning policy's choice for the call; a result the op allocated shares memory with no input
+and no other call's result. On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
@@ -68,6 +69,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         check_planned_tuning(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
+    inputs_given = [t for t in (*on_device.op_args(), on_device.next_n_lens) if isinstance(t, torch.Tensor)]
+    assert_owned(fresh, [*inputs_given, caller_out] + ([default_tuned] if case.tuning() else []))
     guard = backing[:, max_model_len:]
     if not torch.isnan(guard).all():
         row = int((~torch.isnan(guard)).any(dim=1).nonzero()[0])
@@ -117,6 +120,17 @@ def interpreter_checked(device: str | torch.device):
         mismatch = work_mismatch(measured_work(launch), kernel_work(launch.args))
         if mismatch:
             raise WorkMismatch(f"launch {number} of {len(launches)}: {mismatch}")
+
+
+def assert_owned(result: torch.Tensor, others: list[torch.Tensor]) -> None:
+    """A result the op allocated is the caller's alone: it shares no memory with an input, a
+    caller's out, or another call's result (a buffer kept across calls would be overwritten
+    by the next call, with values the same only when the inputs are)."""
+    mine = result.untyped_storage().data_ptr()
+    shared = [i for i, other in enumerate(others) if other.untyped_storage().data_ptr() == mine]
+    if shared:
+        raise AssertionError(f"the op's result shares its memory with {len(shared)} other tensor(s) of the case:"
+                             " a result allocated for the call must be its own")
 
 
 def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -> None:

@@ -412,33 +412,70 @@ def _blocks_not_multiple_of_16(inputs: OpInputs) -> bool:
 
 # -- the table --------------------------------------------------------------------------------
 
-# every tensor argument, with a wrong dtype for it
+# every tensor argument, with wrong dtypes for it: the near misses first among them (the other
+# fp8 encodings, the cache's bytes as fp8, narrower or wider floats and ints)
 WRONG_DTYPES = {
-    "q": torch.float16,
-    "kv_cache": torch.int8,
-    "weights": torch.float16,
-    "context_lens": torch.int64,
-    "block_table": torch.int64,
-    "next_n_lens": torch.int64,
-    "out": torch.float64,
+    "q": (torch.float16, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.uint8),
+    "kv_cache": (torch.int8, torch.float8_e4m3fn),
+    "weights": (torch.float16, torch.bfloat16, torch.float64),
+    "context_lens": (torch.int64, torch.int16),
+    "block_table": (torch.int64, torch.int16),
+    "next_n_lens": (torch.int64, torch.int16),
+    "out": (torch.float64, torch.bfloat16),
 }
+
+
+def _dtype_edit_name(name: str, dtype: torch.dtype, first: bool) -> str:
+    return f"{name}-dtype" if first else f"{name}-dtype-{str(dtype).removeprefix('torch.')}"
 
 
 def _per_tensor_edits() -> list[InputEdit]:
     edits = []
-    for name, wrong_dtype in WRONG_DTYPES.items():
+    for name, wrong_dtypes in WRONG_DTYPES.items():
         applies = _has_next_n_lens if name == "next_n_lens" else _always
-        strided_applies = {"context_lens": _several_sequences, "next_n_lens": _several_ragged_sequences}
+        # a stride of 2 is no fault along a dimension of one element
+        strided_applies = {"context_lens": _several_sequences, "next_n_lens": _several_ragged_sequences,
+                           "out": lambda inputs: inputs.max_model_len > 1,
+                           "block_table": lambda inputs: inputs.block_table.shape[1] > 1}
+        edits += [InputEdit(_dtype_edit_name(name, dtype, i == 0), name, TypeError,
+                            _tensor(name, lambda t, d=dtype: t.to(d)), applies)
+                  for i, dtype in enumerate(wrong_dtypes)]
         edits += [
-            InputEdit(f"{name}-dtype", name, TypeError, _tensor(name, lambda t, d=wrong_dtype: t.to(d)), applies),
             InputEdit(f"{name}-not-a-tensor", name, TypeError, _tensor(name, _not_a_tensor), applies),
             InputEdit(f"{name}-rank", name, ValueError, _tensor(name, lambda t: t[None]), applies),
             InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies)),
             InputEdit(f"{name}-other-device", name, ValueError, _tensor(name, _elsewhere), applies),
             # accepted: the tensor starts inside its buffer, after values no call may read
             InputEdit(f"{name}-inside-its-buffer", "", None, _inside_buffer(name), applies),
+            # accepted: a dimension of size one addresses the same elements whatever its stride
+            InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
+                      _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
         ]
     return edits
+
+
+def _size_one_bases(name: str) -> tuple[str, ...]:
+    """Bases where ``name`` has a dimension of size one: the cache always (its head axis),
+    every tensor on the one-token base, q and out with one sequence of one row."""
+    return {"kv_cache": ("small", "smallest"), "next_n_lens": ("smallest",)}.get(name, ("smallest", "one-sequence-kvb64"))
+
+
+def _and(*tests: Callable[[OpInputs], bool]) -> Callable[[OpInputs], bool]:
+    return lambda inputs: all(test(inputs) for test in tests)
+
+
+def _size_one_dims_strided(tensor: torch.Tensor) -> torch.Tensor:
+    """The same tensor with every dimension of size one given a stride no layout would give it."""
+    strides = [7 * stride + 3 if size == 1 else stride for size, stride in zip(tensor.shape, tensor.stride())]
+    return tensor.as_strided(tensor.shape, strides, tensor.storage_offset())
+
+
+def _has_size_one_dim(name: str) -> Callable[[OpInputs], bool]:
+    def test(inputs: OpInputs) -> bool:
+        shape = caller_out(inputs).shape if name == "out" else getattr(inputs, name).shape
+        return 1 in shape
+
+    return test
 
 
 def _inside_buffer(name: str) -> Callable[[OpInputs], Call]:
@@ -493,6 +530,16 @@ def _overlapping_out(inputs: OpInputs) -> Call:
     return Call(inputs, {"out": backing.as_strided((rows, width), (width - 1, 1))})
 
 
+def _one_out_row(inputs: OpInputs) -> bool:
+    return inputs.q.shape[0] * inputs.q.shape[1] == 1
+
+
+def _one_row_out_of_unit_row_stride(inputs: OpInputs) -> Call:
+    """The caller's single out row with a row stride of one, less than its width."""
+    out = caller_out(inputs)
+    return Call(inputs, {"out": out.as_strided(out.shape, (1, 1))})
+
+
 def _wider_head_dim(size: Callable[[int], int]) -> Callable[[OpInputs], Call]:
     """q widened to a head dim of ``size(D)`` channels (its channels repeated), and a cache of
     random bytes that wide: only for rejections, the values are never read."""
@@ -527,7 +574,31 @@ def _more(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return torch.cat([t, t.narrow(dim, t.shape[dim] - 1, 1)], dim=dim)
 
 
-EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
+# every tuning knob, with a value it takes when given as an int
+KNOB_VALUES = {"block_n": 64, "num_splits": 2, "num_warps": 4, "num_stages": 2, "slots_per_program": 1}
+
+
+def _knob_type_edits() -> list[InputEdit]:
+    """Each knob as a bool, and as a value equal to one it takes but of another type: Triton
+    would take a float or a numpy constant as such, and fail inside the launch or compile
+    another kernel; a fraction that a check by range alone lets through."""
+    edits = []
+    for knob, value in KNOB_VALUES.items():
+        edits += [InputEdit(f"{knob}-{kind}", knob, ValueError, lambda inputs, k=knob, v=wrong: Call(inputs, {k: v}))
+                  for kind, wrong in (("bool", True), ("float", float(value)), ("numpy-int", numpy.int64(value)),
+                                      ("string", str(value)), ("fraction", value + 0.5))]
+    return edits
+
+
+def _by_name(edits: list[InputEdit]) -> dict[str, InputEdit]:
+    named = {edit.name: edit for edit in edits}
+    if len(named) != len(edits):
+        twice = sorted({edit.name for edit in edits if sum(e.name == edit.name for e in edits) > 1})
+        raise ValueError(f"input edits named twice: {', '.join(twice)}")
+    return named
+
+
+EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("unchanged", "", None, lambda inputs: Call(inputs),
               bases=("small", "small-preshuffle", "smallest", "small-d512")),
     *_per_tensor_edits(),
@@ -563,6 +634,9 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("block_table-rows-shared", "", None, _shared_table_rows, _several_sequences),
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
               bases=("small", "one-sequence-next-n-3")),
+    # a single row overlaps nothing, whatever its row stride
+    InputEdit("out-one-row-of-any-row-stride", "", None, _one_row_out_of_unit_row_stride, _one_out_row,
+              bases=("one-sequence-kvb64", "smallest")),
     InputEdit("weights-rows", "weights", ValueError, _tensor("weights", _less)),
     InputEdit("weights-heads", "weights", ValueError, _tensor("weights", lambda t: _less(t, 1))),
     InputEdit("context_lens-batch", "context_lens", ValueError, _tensor("context_lens", _less)),
@@ -651,23 +725,14 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
     InputEdit("unknown-keyword-part-of-a-knob", "block", TypeError, _keywords(block=64)),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
-    InputEdit("num_splits-bool", "num_splits", ValueError, _keywords(num_splits=True)),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
     InputEdit("num_warps-splitting-a-next-n-slot", "num_warps", ValueError, _keywords(num_warps=8),
               _one_next_n_slot, bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
-    InputEdit("num_stages-float", "num_stages", ValueError, _keywords(num_stages=2.0)),
-    InputEdit("num_stages-bool", "num_stages", ValueError, _keywords(num_stages=True)),
-    InputEdit("num_warps-bool", "num_warps", ValueError, _keywords(num_warps=True)),
-    InputEdit("block_n-bool", "block_n", ValueError, _keywords(block_n=True)),
-    # equal to a choice, yet no int: Triton would take it as a float or a numpy constant
-    InputEdit("block_n-float", "block_n", ValueError, _keywords(block_n=64.0)),
-    InputEdit("block_n-numpy-int", "block_n", ValueError, lambda inputs: Call(inputs, {"block_n": numpy.int64(64)})),
-    InputEdit("num_warps-float", "num_warps", ValueError, _keywords(num_warps=4.0)),
     InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),
-    InputEdit("slots_per_program-bool", "slots_per_program", ValueError, _keywords(slots_per_program=True)),
+    *_knob_type_edits(),
     InputEdit("slots_per_program-not-a-power-of-two", "slots_per_program", ValueError,
               lambda inputs: Call(inputs, {"slots_per_program": 3}), _several_slots_padded_to_four),
     # a group wider than next_n padded to a power of two: only masked query rows
@@ -679,7 +744,7 @@ EDITS: dict[str, InputEdit] = {edit.name: edit for edit in [
               _fewest_heads_in_groups_of(lambda narrowest: narrowest // 2), _narrowest_group_of_several_slots),
     InputEdit("slots_per_program-narrowest-mma", "", None, _fewest_heads_in_groups_of(lambda narrowest: narrowest),
               _narrowest_group_of_several_slots),
-]}
+])
 
 
 # -- running an edit ---------------------------------------------------------------------------
