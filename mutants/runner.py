@@ -42,7 +42,7 @@ from mutants.walk import DEVICE
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
-from mutants.worker import ERROR, FAIL, PASS, STILLBORN, WorkerStartError, worker_main
+from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, worker_main
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
@@ -661,10 +661,17 @@ class Runner:
     def case_peak_by_index(self, index: int) -> int:
         return self.case_peaks.get(self.case_ids[index], 0)
 
+    @staticmethod
+    def _launch_failed(mutant: Mutant, record: CaseRecord) -> bool:
+        """A compile error under a host mutant: the kernel's source is the original's, so the
+        mutated launcher, tuning or validation made the op fail on valid input (a kill, as any
+        other exception would be), not a mutant that does not compile."""
+        return mutant.side != DEVICE and record.result == STILLBORN and not record.text.startswith(IMPORT_FAILED)
+
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
         kinds = {r.result for r in by_case.values()}
-        failing = [case_id for case_id, r in by_case.items() if r.result == FAIL]
+        failing = [case_id for case_id, r in by_case.items() if r.result == FAIL or self._launch_failed(mutant, r)]
         if failing:
             outcome = KILLED
         elif ERROR in kinds:

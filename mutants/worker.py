@@ -35,6 +35,8 @@ from pathlib import Path
 from mutants.outcomes import CaseResult
 
 PASS, FAIL, STILLBORN, ERROR = CaseResult.PASS, CaseResult.FAIL, CaseResult.STILLBORN, CaseResult.ERROR
+# the text of a stillborn result that stands for the whole mutant: its module did not import
+IMPORT_FAILED = "import failed"
 
 # Errors Triton raises while turning kernel source into code: the mutant does not compile.
 _COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}
@@ -227,7 +229,7 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
                 conn.send(("loaded", time.perf_counter() - started))
             except Exception as error:
                 loaded = None
-                conn.send(("case", 0, STILLBORN, f"import failed: {_describe(error)}", 0.0, 0))
+                conn.send(("case", 0, STILLBORN, f"{IMPORT_FAILED}: {_describe(error)}", 0.0, 0))
                 conn.send(("done", True))
                 continue
         run_op = loaded[1]

@@ -21,6 +21,7 @@ import mutants.sanitize as sanitize_module
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
+from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
                             least_loaded, running_status, worker_status)
 from mutants.worker import ERROR, FAIL, classify_exception, load_op, worker_main
@@ -100,6 +101,25 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
     assert "raised on valid inputs: RuntimeError: device lost" in results["raises"].detail
     assert "finite cell(s) out of tolerance" in results["wrong-answer"].detail
     assert results["wrong-answer"].killed_by == [cases[0].id]
+
+
+def test_a_compile_error_is_stillborn_under_a_device_mutant_and_a_kill_under_a_host_one(tmp_path):
+    """The same failed compile on valid input: a kernel that does not compile, or a launcher
+    (the kernel's source the original's) that made the op fail."""
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        runner.baseline()
+        original = read_source(KERNEL)
+        broken = original.replace("offs_n = tl.arange(0, BLOCK_N)", "offs_n = tl.arange(0, BLOCK_WIDTH)")
+        assert broken != original
+        mutants = [_mutant("device-side", broken),
+                   replace(_mutant("host-side", broken + "\n# host\n"), side=HOST)]
+        results = {r.mutant_id: r for r in runner.run(mutants, matrix=False)}
+    finally:
+        runner.close()
+    assert results["device-side"].outcome == "stillborn", results["device-side"].detail
+    assert results["host-side"].outcome == "killed", results["host-side"].detail
+    assert results["host-side"].killed_by == [smoke()[0].id]
 
 
 def test_matrix_mode_runs_every_case(tmp_path):
