@@ -22,7 +22,7 @@ from mutants.walk import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
-from suites.rejections import RejectionCase
+from suites.rejections import EDITS, RejectionCase
 
 LAUNCHER = TRITON_TARGET.device_file
 TUNING = "kernel/tuning.py"
@@ -640,6 +640,70 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr(
             "offs_p[:, None] <= tl.where(tile_end == context_tiles, causal_bound,"
             " tl.where(offs_m < live_rows, context_len - 1, -1))[None, :]")),
+    ),
+    Bug(
+        name="unused-table-entries-zeroed",
+        description="the value check zeroes the block table's unused entries in its host copy, which on the"
+                    " CPU is the caller's own table",
+        exposed_by=Exposure("a block table whose unused entries are not 0 (any logits case, on the CPU)",
+                            _logits(lambda c: True)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("table"))], value=_method("block_table", "to")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "block_table.cpu().masked_fill_(torch.arange(dims.max_blocks)[None, :]"
+            " >= (lens[:, None] + dims.kv_block - 1) // dims.kv_block, 0)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="value-checks-remembered-per-buffer",
+        description="the value checks run once per pair of context_lens and block_table buffers: a decode loop"
+                    " that rewrites its buffers in place gets bad values through",
+        exposed_by=Exposure("a value rejection whose tensors first held valid values (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and case.rejects
+                            and EDITS[case.edit].reads_values),
+        site=m.If(test=m.Name("check_values")),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "check_values and check_inputs.__dict__.setdefault('passed', set()).isdisjoint("
+            "{(context_lens.data_ptr(), block_table.data_ptr())}) and not check_inputs.__dict__['passed'].add("
+            "(context_lens.data_ptr(), block_table.data_ptr()))")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="context-checked-without-validate",
+        description="context_lens past max_model_len is checked, a host sync, even under validate=False",
+        exposed_by=Exposure("a context past max_model_len under validate=False (an input edit)",
+                            lambda case: _edit("context_lens-past-max-model-len")(case) and not case.validate),
+        site=m.If(test=m.Name("check_values")),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "check_values or bool((context_lens.cpu() > max_model_len).any())")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="next-n-lens-unchecked-at-one-slot",
+        description="the live-row counts are not checked at next_n 1, where every valid count is 1",
+        exposed_by=Exposure("next_n_lens out of range at next_n 1 (an input edit)",
+                            lambda case: _edit("next_n_lens-zero", "next_n_lens-negative", "next_n_lens-past-next-n")(case)
+                            and case.base == "small-next-n-1"),
+        site=m.If(test=m.Comparison(left=m.Name("next_n_lens"))) & m.MatchIfTrue(
+            lambda node: "live < 1" in cst.Module([]).code_for_node(node)),
+        mutate=lambda node: node.with_changes(test=_expr("next_n_lens is not None and dims.next_n > 1")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="splits-capped-at-the-table",
+        description="the launcher launches no split past the table's last tile, but tells the kernel the"
+                    " caller's split count: the rows' columns past the table are never filled",
+        exposed_by=Exposure("more splits than the table has tiles (num_splits 16)",
+                            _logits(lambda c: bool(c.splits) and c.splits > _table_tiles(c))),
+        site=m.Call(func=m.Name("Launch")),
+        mutate=lambda node: node.with_changes(args=[node.args[0].with_changes(value=_expr(
+            "(dims.batch * groups, min(tuning.num_splits, -(-dims.max_blocks * dims.kv_block // tuning.block_n)))")),
+            *node.args[1:]]),
+        path=LAUNCHER,
+        side=HOST,
     ),
 )
 

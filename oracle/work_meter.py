@@ -13,6 +13,8 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import torch
+
 from oracle.interpreter_probe import Observer, argument_spans, observing
 
 
@@ -33,7 +35,7 @@ class _Meter(Observer):
         self.spans: list[tuple[int, int, str]] = []
 
     def launch(self, args: dict, grid) -> None:
-        self.launches.append(MeteredLaunch(args, tuple(grid)))
+        self.launches.append(MeteredLaunch(_as_launched(args), tuple(grid)))
         self.spans = argument_spans(args)
 
     def access(self, kind, addresses, live, width) -> None:
@@ -57,6 +59,17 @@ class _Meter(Observer):
                 return name
         below = [(low, name) for low, _, name in self.spans if low <= address]
         return max(below)[1] if below else "(below every argument)"
+
+
+# integer tensors up to this many elements (lengths, live rows) keep their values at launch
+LAUNCH_VALUES_KEPT = 1 << 16
+
+
+def _as_launched(args: dict) -> dict:
+    """The arguments with their small integer tensors copied: the work of a launch follows
+    from the lengths it ran with, even if the caller rewrites them after it."""
+    return {name: value.clone() if isinstance(value, torch.Tensor) and not value.dtype.is_floating_point
+            and value.numel() <= LAUNCH_VALUES_KEPT else value for name, value in args.items()}
 
 
 @contextmanager

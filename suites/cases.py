@@ -73,7 +73,7 @@ class Case:
     # the kernel is specialized on whether next_n_lens is given, not on its values
     next_n_lens: str | tuple[int, ...] = _axis("none", ("none", "full", "ragged"), compiled=True,
                                                spell=_runtime("nnl_"))
-    splits: int | None = _axis(2, (None, 1, 2, 3), compiled=False, spell=_knob("split", unset="auto"))
+    splits: int | None = _axis(2, (None, 1, 2, 3, 16), compiled=False, spell=_knob("split", unset="auto"))
     # a name, or the pool's least size in bytes
     pool: str | int = _axis("compact", ("compact", "over-2gib", "over-8gib"), compiled=False, spell=_prefixed("pool_"))
     # spare: two unused columns past the longest context; exact: the longest context fills
@@ -288,6 +288,8 @@ def curated() -> list[Case]:
     cases += _cross(small, num_warps=(4, 8), num_stages=(1, 3))
     cases += [replace(small, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
     cases += _cross(small, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
+    # more splits than the table has tiles, rows filled far past it: programs with no tile
+    cases += _cross(small, splits=(16,), context=("short", "ragged"), table=("exact", "spare"))
     cases += _cross(small, splits=(1, 3), kv_block=(16, 48, 64), preshuffle=(True,), context=("multi-tile", "ragged"))
     cases += _cross(small, block_n=BLOCK_N_CHOICES, kv_block=(1, 5, 16, 48, 64), context=("ragged",), splits=(3,))
     cases += _cross(small, next_n_lens=("ragged",), next_n=(3, 8), splits=(1, 3), batch=(3,))

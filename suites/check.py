@@ -7,7 +7,7 @@ and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes 
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
 the result); the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call; a result the op allocated shares memory with no input
-and no other call's result. On the CPU interpreter every load and store is also bounds checked, and
+and no other call's result, and no input tensor changes. On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
@@ -28,6 +28,9 @@ from suites.cases import Case
 from suites.rejections import launch_planner
 
 GUARD_COLUMNS = 7
+# inputs up to this many elements are compared before and after the calls (a pool of
+# several GiB is not copied)
+INPUT_ELEMENTS_COMPARED = 1 << 26
 # columns of out-of-range block ids on each side of a "column-slice" block table
 TABLE_SLICE_MARGIN = 3
 SPARE_BLOCKS_PER_ROW = 2
@@ -60,6 +63,9 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     backing = torch.full((rows, max_model_len + GUARD_COLUMNS), float("nan"), device=device)
     caller_out = backing[:, :max_model_len]
 
+    given = [t for t in (*on_device.op_args(), on_device.next_n_lens) if isinstance(t, torch.Tensor)]
+    before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
+
     with interpreter_checked(device):
         fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
@@ -69,8 +75,11 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         check_planned_tuning(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
-    inputs_given = [t for t in (*on_device.op_args(), on_device.next_n_lens) if isinstance(t, torch.Tensor)]
-    assert_owned(fresh, [*inputs_given, caller_out] + ([default_tuned] if case.tuning() else []))
+    assert_owned(fresh, [*given, caller_out] + ([default_tuned] if case.tuning() else []))
+    for tensor, copy in zip(given, before):
+        if copy is not None and not torch.equal(tensor, copy):
+            raise AssertionError(f"the op changed an input tensor of shape {tuple(tensor.shape)} (every entry, the"
+                                 " unused ones too, belongs to the caller)")
     guard = backing[:, max_model_len:]
     if not torch.isnan(guard).all():
         row = int((~torch.isnan(guard)).any(dim=1).nonzero()[0])

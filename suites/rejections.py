@@ -123,7 +123,7 @@ def _unchecked_dead_sequence(inputs: OpInputs) -> Call:
 
 
 def _several_rows(inputs: OpInputs) -> bool:
-    return inputs.q.shape[0] * inputs.q.shape[1] >= 2
+    return _rows(inputs) >= 2
 
 
 def _out_rows_past_int32_elements(inputs: OpInputs) -> Call:
@@ -499,6 +499,11 @@ def _inside_buffer(name: str) -> Callable[[OpInputs], Call]:
     return _set(**{name: lambda inputs: moved(getattr(inputs, name))})
 
 
+def _padded_along(tensor: torch.Tensor, dim: int) -> torch.Tensor:
+    """The same values as a slice of a tensor twice as long along ``dim``."""
+    return torch.cat([tensor, tensor], dim=dim).narrow(dim, 0, tensor.shape[dim])
+
+
 def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     """The same values as a slice of a tensor twice as wide: unit last stride, rows apart."""
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
@@ -530,8 +535,12 @@ def _overlapping_out(inputs: OpInputs) -> Call:
     return Call(inputs, {"out": backing.as_strided((rows, width), (width - 1, 1))})
 
 
+def _rows(inputs: OpInputs) -> int:
+    return inputs.q.shape[0] * inputs.q.shape[1]
+
+
 def _one_out_row(inputs: OpInputs) -> bool:
-    return inputs.q.shape[0] * inputs.q.shape[1] == 1
+    return _rows(inputs) == 1
 
 
 def _one_row_out_of_unit_row_stride(inputs: OpInputs) -> Call:
@@ -624,6 +633,10 @@ EDITS: dict[str, InputEdit] = _by_name([
     # D one and a half times the base's (96 from 64): a multiple of 32, not a power of two
     InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _wider_head_dim(lambda d: d * 3 // 2)),
     InputEdit("q-head-dim-past-its-bound", "q", ValueError, _wider_head_dim(lambda d: 1024)),
+    # a slice of a tensor wider in an outer dimension: its inner dimensions dense, the outer apart
+    *[InputEdit(f"{name}-padded-along-{dim}", name, ValueError, _tensor(name, lambda t, d=dim: _padded_along(t, d)),
+                lambda inputs, n=name, d=dim: not _padded_along(getattr(inputs, n), d).is_contiguous())
+      for name, dims in (("q", (1, 2)), ("kv_cache", (1, 2))) for dim in dims],
     *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
       for name in ("q", "kv_cache", "weights")],
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
@@ -633,7 +646,10 @@ EDITS: dict[str, InputEdit] = _by_name([
     # a table the op only reads may share its rows: every sequence reading the longest one's blocks
     InputEdit("block_table-rows-shared", "", None, _shared_table_rows, _several_sequences),
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
-              bases=("small", "one-sequence-next-n-3")),
+              bases=("small", "one-sequence-next-n-3", "small-next-n-1")),
+    # every row the same memory: a row stride of 0 (an expanded row)
+    InputEdit("out-rows-one-row-expanded", "out", ValueError,
+              lambda inputs: Call(inputs, {"out": caller_out(inputs)[:1].expand(_rows(inputs), -1)}), _several_rows),
     # a single row overlaps nothing, whatever its row stride
     InputEdit("out-one-row-of-any-row-stride", "", None, _one_row_out_of_unit_row_stride, _one_out_row,
               bases=("one-sequence-kvb64", "smallest")),
@@ -704,10 +720,13 @@ EDITS: dict[str, InputEdit] = _by_name([
     # the first bad entry in row order is not the first in column order
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
-    _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens),
-    _out_of_range("next_n_lens-negative", "next_n_lens", _next_n_lens_entry(lambda i: -1), _has_next_n_lens),
+    # at next_n 1 too, where every valid count is 1
+    _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens,
+                  bases=("small", "small-next-n-1")),
+    _out_of_range("next_n_lens-negative", "next_n_lens", _next_n_lens_entry(lambda i: -1), _has_next_n_lens,
+                  bases=("small", "small-next-n-1")),
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
-                  _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens),
+                  _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens, bases=("small", "small-next-n-1")),
     _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
@@ -791,6 +810,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         assert result is out, f"{edit.name}: the op did not return the caller's out"
         compare_logits(result, *reference_logits(edited.to("cpu")), rtol=tolerance_for(result.device))
         return
+    if edit.reads_values:
+        _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
     readable = is_readable(out)
     before = out.clone() if readable else None
     message = _rejection(edit, op, edited, keywords, "the op")
@@ -801,6 +822,31 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     planner = launch_planner(op)
     if planner is not None:
         _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
+
+
+VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
+
+
+def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, keywords: dict, op) -> None:
+    """Call the op once on the edited call's own tensors holding the valid values, then write
+    the bad values back in place: a validation that remembers the tensors it passed (a decode
+    loop reuses its buffers) would let the bad values through. A call that cannot be primed
+    so (other edits, tensors of another shape) is left as it is."""
+    swapped = []
+    for name in VALUE_TENSORS:
+        bad, good = getattr(edited, name), getattr(inputs, name)
+        if bad is None or good is None or bad is good or bad.shape != good.shape or bad.dtype != good.dtype:
+            continue
+        swapped.append((bad, bad.clone()))
+        bad.copy_(good)
+    if not swapped:
+        return
+    try:
+        op(*edited.op_args(), **{**keywords, "out": None})
+    except Exception:  # noqa: BLE001  (not a valid call after all: the rejection below still holds)
+        pass
+    for bad, values in swapped:
+        bad.copy_(values)
 
 
 def _check_quotes(edit: InputEdit, message: str) -> None:
@@ -865,10 +911,23 @@ class RejectionCase:
 
     @property
     def id(self) -> str:
-        verdict = "accept" if EDITS[self.edit].error is None else "reject"
+        verdict = "reject" if self.rejects else "accept"
         on_base = "" if self.base == RejectionCase.base else f"-on-{self.base}"
         unvalidated = "" if self.validate else "-unvalidated"
         return f"{verdict}-{self.edit}{on_base}{unvalidated}"
+
+    @property
+    def rejects(self) -> bool:
+        """Whether the op must reject the call: a bad value under ``validate=False`` is the caller's."""
+        edit = EDITS[self.edit]
+        return edit.error is not None and (self.validate or not edit.reads_values)
+
+    @property
+    def planned_only(self) -> bool:
+        """Whether the call is only planned, not run: too large to compute here, or bad values
+        the caller told the op not to check."""
+        edit = EDITS[self.edit]
+        return edit.planned_only or (edit.reads_values and not self.validate)
 
     @property
     def seed(self) -> int:
@@ -895,7 +954,9 @@ def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
 
 
 def _checked_unvalidated(edit: InputEdit) -> bool:
-    return edit.error is not None and not edit.reads_values
+    """Every rejection: one that reads no value must come under ``validate=False`` too; one
+    that reads values must not (the call is then planned, and must be accepted)."""
+    return edit.error is not None
 
 
 def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu") -> None:
@@ -907,6 +968,11 @@ def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu")
         raise ValueError(f"{case.id}: the edit does not apply to this base input")
     if not case.validate:
         edit = replace(edit, change=_unvalidated(edit.change))
+    if not case.validate and edit.reads_values:
+        # the caller turned the value checks off: its launch is planned without them (the
+        # values are bad, so it is not run)
+        _check_planned(edit, *edited_call(edit, inputs), op)
+        return
     check_edit(edit, inputs, op)
 
 
