@@ -21,6 +21,8 @@ BLOCK_N_CHOICES = (16, 32, 64, 128)
 PROGRAMS_PER_SM = 24
 # ...but each program keeps a few tiles, so its load pipeline fills before it drains.
 MIN_TILES_PER_PROGRAM = 4
+# the splits are the grid's second axis, which CUDA caps at 65,535 programs
+MAX_SPLITS = 65535
 # Query rows per program the default keeps to: more next_n slots than fit go to programs of
 # their own, so the accumulator and the per-tile epilogue stay those of a next_n 1-2 program.
 DEFAULT_ROWS_PER_PROGRAM = 128
@@ -69,8 +71,9 @@ def resolve_tuning(
         raise ValueError(f"block_n: expected one of {BLOCK_N_CHOICES}, got {block_n!r}")
     if num_splits is None:
         num_splits = _default_splits(dims, sms, block_n, slot_groups(dims.next_n, slots_per_program))
-    elif not _positive_int(num_splits):
-        raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
+    elif not _positive_int(num_splits) or num_splits > MAX_SPLITS:
+        raise ValueError(f"num_splits: expected an int in [1, {MAX_SPLITS}] (the launch grid's second axis),"
+                         f" got {num_splits!r}")
     warp_choices = _warp_choices(block_n, slots_per_program)
     if num_warps is None:
         # more warps only where the query rows fill them without splitting a next_n slot

@@ -661,11 +661,11 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("a value rejection whose tensors first held valid values (an input edit)",
                             lambda case: isinstance(case, RejectionCase) and case.rejects
                             and EDITS[case.edit].reads_values),
-        site=m.If(test=m.Name("check_values")),
-        mutate=lambda node: node.with_changes(test=_expr(
-            "check_values and check_inputs.__dict__.setdefault('passed', set()).isdisjoint("
+        site=m.Call(func=m.Name("_check_values")),
+        mutate=lambda node: _expr(
+            "check_inputs.__dict__.setdefault('passed', set()).isdisjoint("
             "{(context_lens.data_ptr(), block_table.data_ptr())}) and not check_inputs.__dict__['passed'].add("
-            "(context_lens.data_ptr(), block_table.data_ptr()))")),
+            "(context_lens.data_ptr(), block_table.data_ptr())) and " + cst.Module([]).code_for_node(node)),
         path=VALIDATION,
         side=HOST,
     ),
@@ -674,10 +674,11 @@ CATALOG: tuple[Bug, ...] = (
         description="context_lens past max_model_len is checked, a host sync, even under validate=False",
         exposed_by=Exposure("a context past max_model_len under validate=False (an input edit)",
                             lambda case: _edit("context_lens-past-max-model-len")(case) and not case.validate),
-        site=m.If(test=m.Name("check_values")),
-        mutate=lambda node: node.with_changes(test=_expr(
-            "check_values or bool((context_lens.cpu() > max_model_len).any())")),
-        path=VALIDATION,
+        site=m.Arg(keyword=m.Name("check_values")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "validate or (isinstance(context_lens, torch.Tensor) and context_lens.device.type != 'meta'"
+            " and bool((context_lens.cpu() > max_model_len).any()))")),
+        path=LAUNCHER,
         side=HOST,
     ),
     Bug(
@@ -686,9 +687,9 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("next_n_lens out of range at next_n 1 (an input edit)",
                             lambda case: _edit("next_n_lens-zero", "next_n_lens-negative", "next_n_lens-past-next-n")(case)
                             and case.base == "small-next-n-1"),
-        site=m.If(test=m.Comparison(left=m.Name("next_n_lens"))) & m.MatchIfTrue(
-            lambda node: "live < 1" in cst.Module([]).code_for_node(node)),
-        mutate=lambda node: node.with_changes(test=_expr("next_n_lens is not None and dims.next_n > 1")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))],
+                      value=m.BinaryOperation(left=m.Comparison(left=m.Name("live")))),
+        mutate=lambda node: node.with_changes(value=_expr("((live < 1) | (live > dims.next_n)) & (dims.next_n > 1)")),
         path=VALIDATION,
         side=HOST,
     ),
@@ -703,6 +704,29 @@ CATALOG: tuple[Bug, ...] = (
             "(dims.batch * groups, min(tuning.num_splits, -(-dims.max_blocks * dims.kv_block // tuning.block_n)))")),
             *node.args[1:]]),
         path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="uniform-next-n-lens-dropped",
+        description="the launcher drops next_n_lens when every sequence has the same count, as if it were"
+                    " next_n: a batch all below next_n computes its dead rows",
+        exposed_by=Exposure("next_n_lens the same for every sequence, below next_n",
+                            _logits(lambda c: isinstance(c.next_n_lens, tuple) and len(set(c.next_n_lens)) == 1
+                                    and c.next_n_lens[0] < c.next_n)),
+        site=m.Arg(keyword=m.Name("HAS_NEXT_N_LENS")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "next_n_lens is not None and bool((next_n_lens != next_n_lens[0]).any())")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="num-splits-unbounded",
+        description="any split count is taken: one past 65,535, the grid's second axis on CUDA, fails to launch",
+        exposed_by=Exposure("num_splits = 65536 (an input edit)", _edit("num_splits-past-the-grid")),
+        site=m.Comparison(left=m.Name("num_splits"), comparisons=[
+            m.ComparisonTarget(operator=m.GreaterThan(), comparator=m.Name("MAX_SPLITS"))]),
+        mutate=_replace_with("False"),
+        path=TUNING,
         side=HOST,
     ),
 )

@@ -299,6 +299,8 @@ def curated() -> list[Case]:
                     batch=(3,))
     # a live-row count inside a slot group past the first: that group's rows half live
     # (the ragged pattern's counts fall on group boundaries)
+    # every sequence the same live-row count, below next_n: no sequence at next_n
+    cases += [replace(small, next_n=2, next_n_lens=(1, 1)), replace(small, next_n=3, next_n_lens=(2, 2, 2), batch=3)]
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(3, 8, 1), batch=3, splits=3),
               replace(small, next_n=8, next_n_lens=(8, 1, 5), batch=3, splits=3),
               replace(small, next_n=8, slots_per_program=2, next_n_lens=(7, 3, 8), batch=3)]

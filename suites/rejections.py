@@ -34,6 +34,8 @@ SENTINEL = 1234.5
 KERNEL_MIN_QUERY_ROWS = 16
 # the longest max_model_len the op takes (its token positions are int32 and rounded up to tiles)
 CONTRACT_MAX_MODEL_LEN = 2**30
+# the programs CUDA launches along a grid's second axis, at most: the split count's bound
+GRID_Y_LIMIT = 65535
 # counts (tokens, elements) past which an int32 wraps
 INT32_LIMIT = 2**31
 
@@ -744,6 +746,9 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("unknown-keyword-part-of-a-knob", "block", TypeError, _keywords(block=64)),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
+    # the grid's second axis on CUDA: one more split would not launch
+    InputEdit("num_splits-past-the-grid", "num_splits", ValueError, _keywords(num_splits=GRID_Y_LIMIT + 1)),
+    InputEdit("num_splits-at-the-grid-bound", "", None, _keywords(num_splits=GRID_Y_LIMIT), planned_only=True),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
@@ -812,16 +817,17 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
+    # the launcher's planning, which callers and tools reach without the op, rejects it alike;
+    # asked first, as it launches nothing when it wrongly accepts (65,536 splits would run for hours)
+    planner = launch_planner(op)
+    if planner is not None:
+        _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
     readable = is_readable(out)
     before = out.clone() if readable else None
     message = _rejection(edit, op, edited, keywords, "the op")
     if readable and not torch.equal(out, before):
         raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
     _check_quotes(edit, message)
-    # the launcher's planning, which callers and tools reach without the op, rejects it alike
-    planner = launch_planner(op)
-    if planner is not None:
-        _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
 
 
 VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
