@@ -92,6 +92,20 @@ def _with_operator(operator: cst.BaseCompOp):
     return change
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _with_arg(index: int, code: str):
+    """A call with its ``index``-th argument's value replaced by ``code``."""
+    def change(node: cst.Call) -> cst.Call:
+        args = list(node.args)
+        args[index] = args[index].with_changes(value=_expr(code))
+        return node.with_changes(args=args)
+
+    return change
+
+
 def _keep_arg(index: int):
     def change(node: cst.Call) -> cst.BaseExpression:
         return node.args[index].value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
@@ -234,7 +248,7 @@ CATALOG: tuple[Bug, ...] = (
                             _logits(lambda c: True)),
         site=m.Assign(targets=[m.AssignTarget(m.Name("head_weights"))]),
         mutate=lambda node: node.with_changes(
-            value=_expr(f"({cst.Module([]).code_for_node(node.value)}).to(tl.bfloat16).to(tl.float32)")),
+            value=_expr(f"({_code(node.value)}).to(tl.bfloat16).to(tl.float32)")),
     ),
     Bug(
         name="wrong-head-weight",
@@ -242,9 +256,7 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("next_n >= 2", _logits(lambda c: c.next_n >= 2)),
         site=m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("load")),
                     args=[m.Arg(m.BinaryOperation(left=m.Name("weights_ptr"))), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(
-            args=[node.args[0].with_changes(value=_expr("weights_ptr + pid_b * NEXT_N * HEADS + offs_r % HEADS")),
-                  *node.args[1:]]),
+        mutate=_with_arg(0, "weights_ptr + pid_b * NEXT_N * HEADS + offs_r % HEADS"),
     ),
     Bug(
         name="floor-split",
@@ -389,9 +401,7 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("a live-row count inside a slot group past the first (ragged next_n_lens)",
                             _logits(lambda c: _partly_live_later_group(c))),
         site=m.Assign(targets=[m.AssignTarget(m.Name("causal_bound"))]),
-        mutate=lambda node: node.with_changes(value=node.value.with_changes(args=[
-            node.value.args[0].with_changes(value=_expr("tl.arange(0, SLOT_GROUP) < live_rows")),
-            *node.value.args[1:]])),
+        mutate=lambda node: node.with_changes(value=_with_arg(0, "tl.arange(0, SLOT_GROUP) < live_rows")(node.value)),
     ),
     Bug(
         name="next-n-lens-skipped-at-one-slot",
@@ -413,8 +423,7 @@ CATALOG: tuple[Bug, ...] = (
                             " against the policy)",
                             _logits(lambda c: not c.preshuffle and c.num_stages is None)),
         site=m.Call(func=m.Name("resolve_tuning")),
-        mutate=lambda node: node.with_changes(args=[*node.args[:2], node.args[2].with_changes(
-            value=cst.Name("validate")), *node.args[3:]]),
+        mutate=_with_arg(2, "validate"),
         path=LAUNCHER,
         side=HOST,
     ),
@@ -513,8 +522,7 @@ CATALOG: tuple[Bug, ...] = (
                     " row is read as H weights of the wrong heads",
         exposed_by=Exposure("weights one head wider (an input edit)", _edit("weights-heads-long")),
         site=m.Call(func=m.Name("_check_shape"), args=[m.Arg(m.SimpleString('"weights"')), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(args=[node.args[0], node.args[1].with_changes(
-            value=_expr("weights[:, :heads]")), *node.args[2:]]),
+        mutate=_with_arg(1, "weights[:, :heads]"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -536,8 +544,7 @@ CATALOG: tuple[Bug, ...] = (
                     " layer of a pool of several) pass, and the kernel reads them as adjacent",
         exposed_by=Exposure("kv_cache blocks apart, each dense (an input edit)", _edit("kv_cache-blocks-apart")),
         site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"kv_cache"')), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(args=[node.args[0], node.args[1].with_changes(
-            value=_expr("kv_cache[:1]")), *node.args[2:]]),
+        mutate=_with_arg(1, "kv_cache[:1]"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -589,9 +596,8 @@ CATALOG: tuple[Bug, ...] = (
         description="validation takes q in either e4m3 encoding: fnuz (bias 8, no negative zero) is read as fn",
         exposed_by=Exposure("q as float8_e4m3fnuz (an input edit)", _edit("q-dtype-float8_e4m3fnuz")),
         site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"q"')), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(args=[*node.args[:2], node.args[2].with_changes(value=_expr(
-            "q.dtype if q.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz) else torch.float8_e4m3fn")),
-            *node.args[3:]]),
+        mutate=_with_arg(2, "q.dtype if q.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz)"
+                            " else torch.float8_e4m3fn"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -665,7 +671,7 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: _expr(
             "check_inputs.__dict__.setdefault('passed', set()).isdisjoint("
             "{(context_lens.data_ptr(), block_table.data_ptr())}) and not check_inputs.__dict__['passed'].add("
-            "(context_lens.data_ptr(), block_table.data_ptr())) and " + cst.Module([]).code_for_node(node)),
+            "(context_lens.data_ptr(), block_table.data_ptr())) and " + _code(node)),
         path=VALIDATION,
         side=HOST,
     ),
@@ -700,9 +706,8 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("more splits than the table has tiles (num_splits 16)",
                             _logits(lambda c: bool(c.splits) and c.splits > _table_tiles(c))),
         site=m.Call(func=m.Name("Launch")),
-        mutate=lambda node: node.with_changes(args=[node.args[0].with_changes(value=_expr(
-            "(dims.batch * groups, min(tuning.num_splits, -(-dims.max_blocks * dims.kv_block // tuning.block_n)))")),
-            *node.args[1:]]),
+        mutate=_with_arg(0, "(dims.batch * groups, min(tuning.num_splits,"
+                            " -(-dims.max_blocks * dims.kv_block // tuning.block_n)))"),
         path=LAUNCHER,
         side=HOST,
     ),

@@ -297,10 +297,10 @@ def curated() -> list[Case]:
     # slot groups of one and two slots: partial last groups, groups with no live row
     cases += _cross(small, next_n_lens=("none", "ragged"), next_n=(3, 8), slots_per_program=(1, 2), splits=(3,),
                     batch=(3,))
-    # a live-row count inside a slot group past the first: that group's rows half live
-    # (the ragged pattern's counts fall on group boundaries)
     # every sequence the same live-row count, below next_n: no sequence at next_n
     cases += [replace(small, next_n=2, next_n_lens=(1, 1)), replace(small, next_n=3, next_n_lens=(2, 2, 2), batch=3)]
+    # a live-row count inside a slot group past the first: that group's rows half live
+    # (the ragged pattern's counts fall on group boundaries)
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(3, 8, 1), batch=3, splits=3),
               replace(small, next_n=8, next_n_lens=(8, 1, 5), batch=3, splits=3),
               replace(small, next_n=8, slots_per_program=2, next_n_lens=(7, 3, 8), batch=3)]

@@ -75,7 +75,7 @@ class InputEdit:
 
 def caller_out(inputs: OpInputs, dtype: torch.dtype = torch.float32, extra_rows: int = 0,
                extra_columns: int = 0) -> torch.Tensor:
-    rows = inputs.q.shape[0] * inputs.q.shape[1] + extra_rows
+    rows = _rows(inputs) + extra_rows
     return torch.full((rows, inputs.max_model_len + extra_columns), SENTINEL, dtype=dtype, device=inputs.q.device)
 
 
@@ -474,7 +474,7 @@ def _size_one_dims_strided(tensor: torch.Tensor) -> torch.Tensor:
 
 def _has_size_one_dim(name: str) -> Callable[[OpInputs], bool]:
     def test(inputs: OpInputs) -> bool:
-        shape = caller_out(inputs).shape if name == "out" else getattr(inputs, name).shape
+        shape = (_rows(inputs), inputs.max_model_len) if name == "out" else getattr(inputs, name).shape
         return 1 in shape
 
     return test
@@ -532,7 +532,7 @@ def _shared_table_rows(inputs: OpInputs) -> Call:
 
 def _overlapping_out(inputs: OpInputs) -> Call:
     """The caller's out with each row starting one element before the last one ends."""
-    rows, width = inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len
+    rows, width = _rows(inputs), inputs.max_model_len
     backing = torch.full(((rows - 1) * (width - 1) + width,), SENTINEL, device=inputs.q.device)
     return Call(inputs, {"out": backing.as_strided((rows, width), (width - 1, 1))})
 
@@ -974,9 +974,7 @@ def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu")
         raise ValueError(f"{case.id}: the edit does not apply to this base input")
     if not case.validate:
         edit = replace(edit, change=_unvalidated(edit.change))
-    if not case.validate and edit.reads_values:
-        # the caller turned the value checks off: its launch is planned without them (the
-        # values are bad, so it is not run)
+    if case.planned_only:  # too large to run, or bad values the caller told the op not to check
         _check_planned(edit, *edited_call(edit, inputs), op)
         return
     check_edit(edit, inputs, op)
