@@ -4,7 +4,11 @@ Each mutant of the kernel module is compiled offline (``GPUTarget("cuda", 90, 32
 needed) for every compile-time configuration the suite launches, and its machine code is
 compared with the original's (Papadakis et al., ICSE 2015). A mutant is
 
-- stillborn: some configuration does not compile, or the compiler process dies;
+- stillborn: a configuration does not compile, or the compiler process dies. Where other
+  configurations compiled before it, the runner lets the cases decide instead: a kernel that
+  compiles on one configuration of the suite and not on another is killed by the suite that
+  runs both. A source that fails on the first configuration compiled stays stillborn here,
+  untried on the rest;
 - equivalent: every configuration gives the original's code;
 - duplicate: every configuration gives the code of an earlier, classifiable mutant;
 - unreached: every configuration the suite launches gives the original's code, and some
@@ -157,8 +161,11 @@ class Verdict:
     artifact: str
     detail: str
     duplicate_of: str | None = None
-    # distinct: the targets compiled before the first difference, where the code is the original's
+    # distinct: the targets compiled before the first difference, where the code is the original's;
+    # stillborn: those that compiled before the first that did not
     matched: tuple[str, ...] = ()
+    # stillborn: the target that did not compile
+    failed_at: str = ""
 
 
 def triton_cache(cache_dir: Path | None) -> Path | None:
@@ -1025,7 +1032,9 @@ def _verdict(outcome: list[Compiled], original_code: list[str], first_with_code:
     if failed is not None and failed.transient:  # the compile, not the source, failed: the cases decide
         return Verdict("undecided", artifact, f"{failed.target}: {failed.error}")
     if failed is not None:
-        return Verdict("stillborn", artifact, f"{failed.target}: {failed.error}")
+        compiled = tuple(c.target for c in outcome if c.ok)
+        return Verdict("stillborn", artifact, f"{failed.target}: {failed.error}", matched=compiled,
+                       failed_at=failed.target)
     code = tuple(c.digest for c in outcome)
     if len(code) == target_count and list(code) == original_code[:target_count]:
         keys = ", ".join(c.target for c in outcome)

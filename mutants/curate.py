@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from mutants.mutant import Mutant
 from mutants.runner import NO_RECORD, TIMEOUT, CaseRecord, Runner
 from mutants.store import Scope, Store, Try
-from mutants.worker import FAIL, PASS
+from mutants.worker import FAIL, PASS, STILLBORN
 from suites.candidates import closest
 from suites.cases import AXES, Case
 
@@ -38,7 +38,10 @@ class Lead:
 
     @property
     def killer(self) -> Try | None:
-        return next((t for t in self.tries.values() if t.result == FAIL), None)
+        """The first case that failed, or that met a compile error: a survivor ran every case
+        of its suite, so its kernel compiles elsewhere, and a configuration it does not
+        compile on is a kill (as in a run)."""
+        return next((t for t in self.tries.values() if t.result in (FAIL, STILLBORN)), None)
 
     @property
     def spent(self) -> float:

@@ -42,7 +42,7 @@ from mutants.walk import DEVICE
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
-from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, worker_main
+from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
@@ -90,6 +90,10 @@ class _Task:
     cases: list[int]  # indices into the run's case list
     stop_at_first_failure: bool
     sabotage: bool = False
+    # a kernel mutant's: a compile error stops it only once some case compiled, and is then a
+    # kill (the suite ran a configuration the kernel does not compile on); none compiling
+    # anywhere makes it stillborn, whichever case ran first
+    until_compiled: bool = False
     # dealt out in shares to several workers; else one worker runs every case (a baseline
     # task: one compiled kernel's cases, kept on one worker)
     shared: bool = False
@@ -136,9 +140,12 @@ class _Progress:
         return [i for i in self.task.cases if i not in self.results and i not in self.assigned]
 
     def decided(self) -> bool:
-        """No case is left to deal out: a first-kill task has a case that did not pass, or
+        """No case is left to deal out: a first-kill task has its answer (``stops``), or
         every case is answered or held."""
-        stopped = self.task.stop_at_first_failure and any(r.result != PASS for r in self.results.values())
+        results = self.results.values()
+        import_failed = any(r.text.startswith(IMPORT_FAILED) for r in results)
+        stopped = self.task.stop_at_first_failure and (
+            import_failed or stops({r.result for r in results}, self.task.until_compiled))
         return stopped or not self.unassigned()
 
     @property
@@ -212,7 +219,7 @@ class _Worker:
         self.enter("import")
         try:
             self.conn.send((task.overlay, [case_dicts[i] for i in self.cases], task.stop_at_first_failure,
-                            task.sabotage, self.peaks))
+                            task.until_compiled, task.sabotage, self.peaks))
         except OSError:
             pass  # the worker died: its pipe reports the end next
 
@@ -468,6 +475,10 @@ class Runner:
     def _record(self, mutant: Mutant, verdict, beyond: bool) -> bool:
         """Store what ``verdict`` decides of ``mutant``; False when its cases decide. Without
         ``beyond``, code equal to the original's on the suite is a survivor pending the proof."""
+        if verdict.kind == STILLBORN and verdict.matched and self.executes:
+            # it compiled on other configurations: its cases decide, starting where it did not
+            self.differs_at[mutant.id] = verdict.failed_at
+            return False
         if verdict.kind == EQUIVALENT and not beyond:
             outcome, detail = SURVIVED, f"{PENDING_DETAIL}: {verdict.artifact}: {verdict.detail}"
         elif verdict.kind in (STILLBORN, EQUIVALENT, DUPLICATE):
@@ -586,7 +597,8 @@ class Runner:
         order = self.first_kill_order()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
         tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
-                       answered=self._answered_before(m, index)) for m in pending]
+                       until_compiled=m.side == DEVICE, answered=self._answered_before(m, index))
+                 for m in pending]
         history = KillHistory()
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
         by_key = {m.key: m for m in mutants}
@@ -662,16 +674,22 @@ class Runner:
         return self.case_peaks.get(self.case_ids[index], 0)
 
     @staticmethod
-    def _launch_failed(mutant: Mutant, record: CaseRecord) -> bool:
-        """A compile error under a host mutant: the kernel's source is the original's, so the
-        mutated launcher, tuning or validation made the op fail on valid input (a kill, as any
-        other exception would be), not a mutant that does not compile."""
-        return mutant.side != DEVICE and record.result == STILLBORN and not record.text.startswith(IMPORT_FAILED)
+    def _launch_failed(mutant: Mutant, record: CaseRecord, compiled_somewhere: bool) -> bool:
+        """A compile error that is a kill. Under a host mutant the kernel's source is the
+        original's, so the mutated launcher, tuning or validation made the op fail on valid
+        input, as any other exception would. Under a kernel mutant that compiled in another
+        case, the suite ran a configuration the mutated kernel does not compile on: a user's
+        test run fails there. Only a kernel that compiles nowhere is stillborn."""
+        if record.result != STILLBORN or record.text.startswith(IMPORT_FAILED):
+            return False
+        return mutant.side != DEVICE or compiled_somewhere
 
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
         kinds = {r.result for r in by_case.values()}
-        failing = [case_id for case_id, r in by_case.items() if r.result == FAIL or self._launch_failed(mutant, r)]
+        compiled = bool(kinds & {PASS, FAIL})
+        failing = [case_id for case_id, r in by_case.items()
+                   if r.result == FAIL or self._launch_failed(mutant, r, compiled)]
         if failing:
             outcome = KILLED
         elif ERROR in kinds:

@@ -7,7 +7,10 @@ every module of that package it has imported and imports the op afresh from ther
 source tree is never the place a mutant lives.
 
 A task is a share of one mutant's cases; consecutive shares of the same overlay reuse the
-op already imported from it. With each case comes its peak GPU memory on the baseline: a
+op already imported from it. A task that stops at the first failure stops at a compile
+error too, unless it runs until compiled (a kernel mutant): a compile error then decides
+nothing until some case compiles, and the cases of a configuration that did not compile
+are answered stillborn without compiling it again. With each case comes its peak GPU memory on the baseline: a
 large one waits for its share of the GPU (``mutants.device_memory``).
 
 Messages to the parent, over a pipe:
@@ -35,6 +38,8 @@ from pathlib import Path
 from mutants.outcomes import CaseResult
 
 PASS, FAIL, STILLBORN, ERROR = CaseResult.PASS, CaseResult.FAIL, CaseResult.STILLBORN, CaseResult.ERROR
+# the text of a stillborn result answered without running: its configuration did not compile before
+SAME_CONFIGURATION = "the same configuration did not compile in an earlier case"
 # the text of a stillborn result that stands for the whole mutant: its module did not import
 IMPORT_FAILED = "import failed"
 
@@ -158,8 +163,9 @@ def is_environment_failure(error: BaseException) -> bool:
 def classify_exception(error: BaseException) -> str:
     """FAIL for a wrong answer, a device fault, or any other exception the op raised on the
     case's valid inputs (a test run fails on it just the same); STILLBORN for code the
-    compiler would reject; ERROR only when the environment failed."""
-    if isinstance(error, AssertionError) or is_device_fault(error):
+    compiler would reject, also where a check reports it as a failure (an input that should
+    have been accepted); ERROR only when the environment failed."""
+    if is_device_fault(error):
         return FAIL
     chain = []
     while error is not None:
@@ -221,7 +227,7 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
         task = conn.recv()
         if task is None:
             return
-        overlay, case_dicts, stop_at_first_failure, sabotage, peaks = task
+        overlay, case_dicts, stop_at_first_failure, until_compiled, sabotage, peaks = task
         if loaded is None or loaded[0] != overlay:
             started = time.perf_counter()
             try:
@@ -236,7 +242,14 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
         if sabotage:
             run_op = _sabotaged(run_op)
         faulted = False
+        not_compiled = {}  # a configuration that did not compile -> the message it gave
+        answered = set()
         for index, fields in enumerate(case_dicts):
+            key = _compile_key(fields) if until_compiled else None
+            if key in not_compiled:
+                conn.send(("case", index, STILLBORN, not_compiled[key], 0.0, 0))
+                answered.add(STILLBORN)
+                continue
             units = units_for(peaks[index], memory.total) if gate else 0
             with gate.held(units) if units else nullcontext():
                 conn.send(("start", index))
@@ -245,9 +258,29 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
                 if result == ERROR:
                     memory.release()
             conn.send(("case", index, result, message, time.perf_counter() - started, max(peak, default=0)))
-            if faulted or (result != PASS and stop_at_first_failure):
+            if result == STILLBORN and until_compiled:
+                not_compiled[key] = f"{SAME_CONFIGURATION}: {message}"
+            answered.add(result)
+            if faulted or (stop_at_first_failure and stops(answered, until_compiled)):
                 break
         conn.send(("done", not faulted and _healthy(device)))
+
+
+def stops(answered: set[str], until_compiled: bool) -> bool:
+    """Whether a first-kill task has its answer, given the results of its cases so far: any
+    failure stops it; a compile error stops one that runs until compiled only once some case
+    of it compiled (its kernel compiles on one configuration and not on another)."""
+    if answered - {PASS, STILLBORN}:
+        return True
+    if STILLBORN not in answered:
+        return False
+    return not until_compiled or PASS in answered
+
+
+def _compile_key(fields: dict) -> tuple:
+    from suites.runnable import from_dict
+
+    return from_dict(fields).compile_key
 
 
 def _run_case(fields: dict, run_op, device: str, memory, peak: list) -> tuple[str, str, bool]:

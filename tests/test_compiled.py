@@ -307,6 +307,16 @@ def test_a_compiler_killed_from_outside_decides_nothing(targets, tmp_path):
     assert compiled._verdict([failed], ["digest"], {}, "bad-source", "sass", 1).kind == "stillborn"
 
 
+def test_a_stillborn_verdict_names_the_targets_that_compiled_before_it():
+    """The runner lets the cases decide a source that compiled on some targets."""
+    same = compiled.Compiled("a", True, "digest-a", "")
+    failed = compiled.Compiled("b", False, "", "CompilationError: at 3:4", transient=False)
+    verdict = compiled._verdict([same, failed], ["digest-a", "digest-b"], {}, "partial", "sass", 2)
+    assert (verdict.kind, verdict.matched, verdict.failed_at) == ("stillborn", ("a",), "b")
+    first = compiled._verdict([failed], ["digest-b"], {}, "nowhere", "sass", 2)
+    assert (first.kind, first.matched, first.failed_at) == ("stillborn", (), "b")
+
+
 def test_cases_that_share_a_launch_signature_share_their_compile_targets():
     """compile_targets plans one case per launch signature: on curated, that must give the
     targets of planning every case's every launch."""

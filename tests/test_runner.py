@@ -24,7 +24,7 @@ from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
                             least_loaded, running_status, worker_status)
-from mutants.worker import ERROR, FAIL, classify_exception, load_op, worker_main
+from mutants.worker import ERROR, FAIL, PASS, STILLBORN, classify_exception, load_op, stops, worker_main
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke, suite
@@ -120,6 +120,78 @@ def test_a_compile_error_is_stillborn_under_a_device_mutant_and_a_kill_under_a_h
     assert results["device-side"].outcome == "stillborn", results["device-side"].detail
     assert results["host-side"].outcome == "killed", results["host-side"].detail
     assert results["host-side"].killed_by == [smoke()[0].id]
+
+
+@pytest.mark.parametrize("order", ["suite", "reversed"])
+def test_a_kernel_that_compiles_on_one_configuration_and_not_another_is_killed_in_any_order(tmp_path, order):
+    """The preshuffled smoke case (blocks of 16) gets an empty tile range, which does not
+    compile; the flat ones (blocks of 64) keep the original's. Whichever case runs first, the
+    suite ran a configuration the kernel does not compile on: a kill, not a stillborn mutant."""
+    cases = smoke() if order == "suite" else smoke()[::-1]
+    runner = _runner(tmp_path, cases)
+    try:
+        runner.baseline()
+        original = read_source(KERNEL)
+        partial = original.replace("offs_n = tl.arange(0, BLOCK_N)", "offs_n = tl.arange(0, BLOCK_N * (KV_BLOCK // 64))")
+        assert partial != original
+        (result,) = runner.run([_mutant("compiles-on-blocks-of-64", partial)], matrix=False)
+    finally:
+        runner.close()
+    preshuffled = next(c.id for c in cases if c.preshuffle)
+    assert result.outcome == "killed", result.detail
+    assert result.killed_by == [preshuffled]
+    assert result.case_results[preshuffled] == "stillborn"
+
+
+def test_a_configuration_that_did_not_compile_is_not_compiled_again(tmp_path):
+    """A kernel mutant that compiles nowhere runs one case per configuration; the cases of a
+    configuration that failed before are answered without running."""
+    from mutants.worker import SAME_CONFIGURATION
+    from suites.runnable import to_dict
+
+    broken = read_source(KERNEL).replace("offs_n = tl.arange(0, BLOCK_N)", "offs_n = tl.arange(0, BLOCK_WIDTH)")
+    overlay = _project_copy(tmp_path, broken)
+    first = smoke()[0]
+    cases = [first, replace(first, splits=1), smoke()[1]]  # the same kernel, then another
+    parent, child = multiprocessing.Pipe()
+    worker = multiprocessing.get_context("spawn").Process(target=worker_main,
+                                                          args=(child, "cpu", TRITON_TARGET.op, {}, None))
+    worker.start()
+    try:
+        parent.send((str(overlay), [to_dict(c) for c in cases], True, True, False, [0] * len(cases)))
+        answers = {}
+        while (message := parent.recv())[0] != "done":
+            if message[0] == "case":
+                answers[message[1]] = (message[2], message[3])
+        parent.send(None)
+    finally:
+        worker.join(60)
+        worker.kill()
+    assert [result for result, _ in answers.values()] == [STILLBORN] * 3
+    assert answers[1][1].startswith(SAME_CONFIGURATION)
+    assert not answers[0][1].startswith(SAME_CONFIGURATION) and not answers[2][1].startswith(SAME_CONFIGURATION)
+
+
+def test_a_task_stops_at_a_compile_error_once_some_case_compiled():
+    assert stops({FAIL}, until_compiled=True) and stops({ERROR}, until_compiled=True)
+    assert not stops({PASS}, until_compiled=True)
+    assert not stops({STILLBORN}, until_compiled=True)
+    assert stops({STILLBORN, PASS}, until_compiled=True)
+    assert stops({STILLBORN}, until_compiled=False)
+
+
+def test_a_check_that_reports_a_compile_error_as_a_failure_leaves_it_a_compile_error():
+    """An input that should have been accepted, refused by a kernel that does not compile."""
+    from triton.compiler.errors import CompilationError
+
+    try:
+        try:
+            raise CompilationError(None, None, "arange's range must be a power of 2")
+        except CompilationError as error:
+            raise AssertionError("accept-unchanged: the op rejected valid input") from error
+    except AssertionError as wrapped:
+        assert classify_exception(wrapped) == STILLBORN
+    assert classify_exception(AssertionError("wrong values")) == FAIL
 
 
 def test_matrix_mode_runs_every_case(tmp_path):
@@ -530,22 +602,37 @@ def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason
         "equivalent": compiled.Verdict("equivalent", "sass", "same sass on all 12"),
         "distinct": compiled.Verdict("distinct", "sass", "X"),
     }
-    monkeypatch.setattr(compiled, "compile_targets", lambda cases, **planning: [])
-    monkeypatch.setattr(compiled, "classify", lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants})
-    original = read_source(KERNEL)
-    mutants = [_mutant(name, original + f"\n# {name}\n") for name in verdicts]
-    runner = _runner(tmp_path, smoke()[:1])
-    try:
-        assert runner.classify(mutants, jobs=1) == 3
-        stored = runner.store.results(runner.scope, {m.key: m.id for m in mutants})
-    finally:
-        runner.close()
-    by_id = {r.mutant_id: r for r in stored.values()}
+    mutants = _classified_by(monkeypatch, lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants},
+                             *verdicts)
+    by_id, _ = _classify_and_store(tmp_path, mutants, decided=3)
     assert set(by_id) == {"unreached", "unproven", "equivalent"}
     assert by_id["unreached"].outcome == "survived"
     assert by_id["unreached"].detail.startswith("not reached by any configuration of this suite: sass: same sass")
     assert by_id["unproven"].outcome == "survived" and by_id["unproven"].detail.startswith("not proven equivalent")
     assert by_id["equivalent"].outcome == "equivalent"
+
+
+def test_a_mutant_that_compiled_before_its_compile_error_is_left_to_its_cases(tmp_path, monkeypatch):
+    import mutants.compiled as compiled
+
+    verdicts = {"nowhere": compiled.Verdict("stillborn", "sass", "X: CompilationError", failed_at="X"),
+                "partly": compiled.Verdict("stillborn", "sass", "Y: CompilationError", matched=("X",), failed_at="Y")}
+    mutants = _classified_by(monkeypatch, lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants},
+                             *verdicts)
+    by_id, runner = _classify_and_store(tmp_path, mutants, decided=1)
+    assert [(r.mutant_id, r.outcome) for r in by_id.values()] == [("nowhere", "stillborn")]
+    assert runner.differs_at == {"partly": "Y"}
+
+
+def _classify_and_store(tmp_path, mutants: list[Mutant], decided: int) -> tuple[dict[str, Result], Runner]:
+    """Classify ``mutants`` on one smoke case; the stored results by mutant id, and the runner."""
+    runner = _runner(tmp_path, smoke()[:1])
+    try:
+        assert runner.classify(mutants, jobs=1) == decided
+        stored = runner.store.results(runner.scope, {m.key: m.id for m in mutants})
+    finally:
+        runner.close()
+    return {r.mutant_id: r for r in stored.values()}, runner
 
 
 def _classified_by(monkeypatch, classify, *names: str) -> list[Mutant]:
@@ -743,7 +830,7 @@ def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
     child.close()
     case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
     assert parent.recv()[0] == "ready"
-    parent.send((str(tmp_path), [case], True, False, [0]))
+    parent.send((str(tmp_path), [case], True, False, False, [0]))
     messages = [parent.recv() for _ in range(4)]
     parent.send(None)
     worker.join(60)
