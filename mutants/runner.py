@@ -94,6 +94,8 @@ class _Task:
     # kill (the suite ran a configuration the kernel does not compile on); none compiling
     # anywhere makes it stillborn, whichever case ran first
     until_compiled: bool = False
+    # the cases of a named kernel configuration (a compile key): one that passed compiled
+    configured: frozenset[int] = frozenset()
     # dealt out in shares to several workers; else one worker runs every case (a baseline
     # task: one compiled kernel's cases, kept on one worker)
     shared: bool = False
@@ -145,8 +147,12 @@ class _Progress:
         results = self.results.values()
         import_failed = any(r.text.startswith(IMPORT_FAILED) for r in results)
         stopped = self.task.stop_at_first_failure and (
-            import_failed or stops({r.result for r in results}, self.task.until_compiled))
+            import_failed or stops({r.result for r in results}, self.compiled(), self.task.until_compiled))
         return stopped or not self.unassigned()
+
+    def compiled(self) -> bool:
+        """A case of a named kernel configuration passed: the kernel compiles there."""
+        return any(r.result == PASS and i in self.task.configured for i, r in self.results.items())
 
     @property
     def seconds(self) -> float:
@@ -596,8 +602,10 @@ class Runner:
 
         order = self.first_kill_order()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
+        configured = frozenset(i for i, key in enumerate(self.case_compile_keys()) if key)
         tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
-                       until_compiled=m.side == DEVICE, answered=self._answered_before(m, index))
+                       until_compiled=m.side == DEVICE, configured=configured if m.side == DEVICE else frozenset(),
+                       answered=self._answered_before(m, index))
                  for m in pending]
         history = KillHistory()
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
@@ -687,7 +695,7 @@ class Runner:
     def _result(self, mutant: Mutant, progress: _Progress) -> Result:
         by_case = {self.case_ids[i]: r for i, r in sorted(progress.results.items())}
         kinds = {r.result for r in by_case.values()}
-        compiled = bool(kinds & {PASS, FAIL})
+        compiled = FAIL in kinds or progress.compiled()
         failing = [case_id for case_id, r in by_case.items()
                    if r.result == FAIL or self._launch_failed(mutant, r, compiled)]
         if failing:

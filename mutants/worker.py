@@ -9,8 +9,9 @@ source tree is never the place a mutant lives.
 A task is a share of one mutant's cases; consecutive shares of the same overlay reuse the
 op already imported from it. A task that stops at the first failure stops at a compile
 error too, unless it runs until compiled (a kernel mutant): a compile error then decides
-nothing until some case compiles, and the cases of a configuration that did not compile
-are answered stillborn without compiling it again. With each case comes its peak GPU memory on the baseline: a
+nothing until a case of a named kernel configuration (its compile key: a logits case)
+passes, and the cases of a configuration that did not compile are answered stillborn
+without compiling it again. With each case comes its peak GPU memory on the baseline: a
 large one waits for its share of the GPU (``mutants.device_memory``).
 
 Messages to the parent, over a pipe:
@@ -243,9 +244,9 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
             run_op = _sabotaged(run_op)
         faulted = False
         not_compiled = {}  # a configuration that did not compile -> the message it gave
-        answered = set()
+        answered, compiled = set(), False
         for index, fields in enumerate(case_dicts):
-            key = _compile_key(fields) if until_compiled else None
+            key = _compile_key(fields) if until_compiled else ()
             if key in not_compiled:
                 conn.send(("case", index, STILLBORN, not_compiled[key], 0.0, 0))
                 answered.add(STILLBORN)
@@ -258,23 +259,23 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
                 if result == ERROR:
                     memory.release()
             conn.send(("case", index, result, message, time.perf_counter() - started, max(peak, default=0)))
-            if result == STILLBORN and until_compiled:
+            if result == STILLBORN and key:
                 not_compiled[key] = f"{SAME_CONFIGURATION}: {message}"
             answered.add(result)
-            if faulted or (stop_at_first_failure and stops(answered, until_compiled)):
+            compiled = compiled or bool(result == PASS and key)
+            if faulted or (stop_at_first_failure and stops(answered, compiled, until_compiled)):
                 break
         conn.send(("done", not faulted and _healthy(device)))
 
 
-def stops(answered: set[str], until_compiled: bool) -> bool:
-    """Whether a first-kill task has its answer, given the results of its cases so far: any
-    failure stops it; a compile error stops one that runs until compiled only once some case
-    of it compiled (its kernel compiles on one configuration and not on another)."""
+def stops(answered: set[str], compiled: bool, until_compiled: bool) -> bool:
+    """Whether a first-kill task has its answer, given the results of its cases so far and
+    whether a case of a named kernel configuration passed: any failure stops it; a compile
+    error stops one that runs until compiled only once that holds (its kernel compiles on
+    one configuration and not on another)."""
     if answered - {PASS, STILLBORN}:
         return True
-    if STILLBORN not in answered:
-        return False
-    return not until_compiled or PASS in answered
+    return STILLBORN in answered and (compiled or not until_compiled)
 
 
 def _compile_key(fields: dict) -> tuple:

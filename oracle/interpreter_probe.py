@@ -27,6 +27,9 @@ class Observer:
     def launch(self, args: dict, grid: tuple) -> None:
         pass
 
+    def launch_raised(self) -> None:
+        """The last launch announced ended in an exception."""
+
     def access(self, kind: str, addresses, live, width: int) -> None:
         pass
 
@@ -67,6 +70,7 @@ def _patch() -> None:
     builder = interpreter.interpreter_builder
     executor = interpreter.GridExecutor
     _originals.update(
+        call=executor.__call__,
         init_args=executor._init_args_hst,
         set_grid_dim=builder.set_grid_dim,
         load=builder.create_masked_load,
@@ -74,6 +78,7 @@ def _patch() -> None:
         dot=builder.create_dot,
     )
     pending_args: dict = {}
+    announced = [False]  # whether the launch under way announced itself (set its grid)
 
     def init_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = _originals["init_args"](self, args_dev, kwargs)
@@ -82,6 +87,7 @@ def _patch() -> None:
         return args_hst, kwargs_hst
 
     def set_grid_dim(nx, ny, nz):
+        announced[0] = True
         for observer in list(_observers):
             observer.launch(dict(pending_args), (nx, ny, nz))
         return _originals["set_grid_dim"](nx, ny, nz)
@@ -108,6 +114,17 @@ def _patch() -> None:
             observer.dot(m, k, n)
         return _originals["dot"](a, b, d, *args)
 
+    def call(self, *args, **kwargs):
+        announced[0] = False
+        try:
+            return _originals["call"](self, *args, **kwargs)
+        except BaseException:
+            if announced[0]:
+                for observer in list(_observers):
+                    observer.launch_raised()
+            raise
+
+    executor.__call__ = call
     executor._init_args_hst = init_args
     builder.set_grid_dim = set_grid_dim
     builder.create_masked_load = load
@@ -120,6 +137,7 @@ def _restore() -> None:
 
     builder = interpreter.interpreter_builder
     interpreter.GridExecutor._init_args_hst = _originals["init_args"]
+    interpreter.GridExecutor.__call__ = _originals["call"]
     for name in ("set_grid_dim", "create_masked_load", "create_masked_store", "create_dot"):
         del builder.__dict__[name]
     _originals.clear()

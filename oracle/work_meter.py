@@ -38,6 +38,10 @@ class _Meter(Observer):
         self.launches.append(MeteredLaunch(_as_launched(args), tuple(grid)))
         self.spans = argument_spans(args)
 
+    def launch_raised(self) -> None:
+        """A launch that raised did no work to hold to its model (the op raised too)."""
+        self.launches.pop()
+
     def access(self, kind, addresses, live, width) -> None:
         if not addresses.size or not self.launches:
             return

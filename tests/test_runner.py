@@ -172,12 +172,31 @@ def test_a_configuration_that_did_not_compile_is_not_compiled_again(tmp_path):
     assert not answers[0][1].startswith(SAME_CONFIGURATION) and not answers[2][1].startswith(SAME_CONFIGURATION)
 
 
+def test_a_kernel_that_compiles_nowhere_is_stillborn_though_rejections_pass(tmp_path):
+    """Rejected inputs never reach the kernel, and an accepted one names no configuration:
+    neither says the kernel compiles somewhere."""
+    from suites.rejections import RejectionCase, rejection_cases
+
+    rejected = next(c for c in rejection_cases() if c.rejects and not c.planned_only)
+    cases = [smoke()[0], rejected, RejectionCase("unchanged")]
+    runner = _runner(tmp_path, cases)
+    try:
+        runner.baseline()
+        broken = read_source(KERNEL).replace("offs_n = tl.arange(0, BLOCK_N)", "offs_n = tl.arange(0, BLOCK_WIDTH)")
+        (result,) = runner.run([_mutant("compiles-nowhere", broken)], matrix=False)
+    finally:
+        runner.close()
+    assert result.outcome == "stillborn", result.detail
+    assert result.case_results == {rejected.id: "pass", "accept-unchanged": "stillborn", smoke()[0].id: "stillborn"}
+
+
 def test_a_task_stops_at_a_compile_error_once_some_case_compiled():
-    assert stops({FAIL}, until_compiled=True) and stops({ERROR}, until_compiled=True)
-    assert not stops({PASS}, until_compiled=True)
-    assert not stops({STILLBORN}, until_compiled=True)
-    assert stops({STILLBORN, PASS}, until_compiled=True)
-    assert stops({STILLBORN}, until_compiled=False)
+    assert stops({FAIL}, False, until_compiled=True) and stops({ERROR}, False, until_compiled=True)
+    assert not stops({PASS}, True, until_compiled=True)
+    assert not stops({STILLBORN}, False, until_compiled=True)
+    assert not stops({STILLBORN, PASS}, False, until_compiled=True)  # a rejection passed: nothing compiled
+    assert stops({STILLBORN, PASS}, True, until_compiled=True)
+    assert stops({STILLBORN}, False, until_compiled=False)
 
 
 def test_a_check_that_reports_a_compile_error_as_a_failure_leaves_it_a_compile_error():

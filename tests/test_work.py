@@ -52,6 +52,18 @@ def test_the_meter_counts_dot_flops_and_each_launch_apart():
     assert [launch.dot_flops for launch in launches] == [2 * 16 * 32 * 16, 2 * 2 * 16 * 32 * 16]
 
 
+def test_a_launch_that_raised_is_not_metered():
+    """A kernel that fails to trace on one configuration did no work to hold to its model; a
+    caller that swallows the error (a check priming the op) must not be failed for it."""
+    src, dst = torch.randn(32) + 2, torch.full((32,), float("nan"))
+    with metered() as launches:
+        _copy_kernel[(1,)](src, dst, 5, BLOCK=32)
+        with pytest.raises(Exception, match="power of 2"):
+            _copy_kernel[(2,)](src, dst, 5, BLOCK=24)
+        _copy_kernel[(3,)](src, dst, 5, BLOCK=32)
+    assert [launch.grid for launch in launches] == [(1, 1, 1), (3, 1, 1)]
+
+
 def test_nested_observers_both_see_accesses_and_the_interpreter_is_restored():
     from triton.runtime import interpreter
 
