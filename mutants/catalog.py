@@ -734,6 +734,94 @@ CATALOG: tuple[Bug, ...] = (
         path=TUNING,
         side=HOST,
     ),
+    Bug(
+        name="additive-causal-mask",
+        description="the causal mask added as 0 or -inf, the attention idiom: a NaN past a row's window"
+                    " (a token it does not see) turns its -inf into NaN",
+        exposed_by=Exposure("a NaN scale on a token some rows do not see", _logits(lambda c: c.values == "nan-token")),
+        site=_call("where") & m.Call(args=[m.Arg(m.Name("visible")), m.Arg(m.Name("logits")), m.DoNotCare()]),
+        mutate=lambda node: _expr('logits + tl.where(visible, 0.0, float("-inf"))'),
+    ),
+    Bug(
+        name="logits-clamped-to-half-range",
+        description="logits clamped to +-65504 for a 16-bit top-k downstream: large keys or scales lose their order",
+        exposed_by=Exposure("key scales 2**16 times larger", _logits(lambda c: c.values == "large")),
+        site=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply(),
+                               right=m.Subscript(value=m.Name("scales"))),
+        mutate=lambda node: _expr(f"tl.minimum(tl.maximum({_code(node)}, -65504.0), 65504.0)"),
+    ),
+    Bug(
+        name="one-block-tile-table-row-int32",
+        description="the whole-tile gather indexes the block table from its base with pid_b * stride_table in"
+                    " int32: rows 2**31 entries apart wrap",
+        exposed_by=Exposure("block-table rows past int32 entries apart, a tile inside one block (an input edit)",
+                            _edit("block_table-rows-past-int32-entries-apart")),
+        site=m.BinaryOperation(left=m.Name("table_row_ptr"), operator=m.Add(),
+                               right=m.BinaryOperation(left=m.BinaryOperation(operator=m.Multiply()),
+                                                       operator=m.FloorDivide())),
+        mutate=lambda node: node.with_changes(left=_expr("block_table_ptr + pid_b * stride_table")),
+    ),
+    Bug(
+        name="fill-row-offsets-int32",
+        description="the -inf fill past the context works out its own row offsets in int32: out rows 2**31"
+                    " elements apart wrap",
+        exposed_by=Exposure("out rows past int32 elements apart, rows past the last context tile (an input edit)",
+                            _edit("out-rows-past-int32-elements-apart")),
+        site=_call("store") & m.Call(args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("eviction_policy"))]),
+        mutate=_with_arg(0, "out_ptr + ((pid_b * NEXT_N + offs_m) * stride_out)[None, :] + offs_p[:, None]"),
+    ),
+    Bug(
+        name="out-kept-per-shape-when-unvalidated",
+        description="the unvalidated hot path keeps one out per shape: the next call of that shape overwrites"
+                    " the result a caller still holds",
+        exposed_by=Exposure("two results allocated under validate=False (odd seeds with tuning knobs)",
+                            _logits(lambda c: c.seed % 2 == 1 and bool(c.tuning()))),
+        site=_method("torch", "empty") & m.Call(args=[m.Arg(m.BinaryOperation()), m.ZeroOrMore()]),
+        mutate=lambda node: _expr(f"({_code(node)} if validate else plan_launch.__dict__.setdefault("
+                                  f"(dims.batch * dims.next_n, max_model_len, str(q.device)), {_code(node)}))"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="next-n-lens-clamped-in-place-when-unvalidated",
+        description="under validate=False the launcher clamps next_n_lens into range in place: the caller's"
+                    " tensor changes, and a sequence with no live row gets one",
+        exposed_by=Exposure("an unvalidated call with next_n_lens out of range (an input edit)",
+                            _edit("validate-false-leaves-values-unchecked")),
+        site=m.IfExp(test=m.Comparison(left=m.Name("next_n_lens")), body=m.Name("context_lens")),
+        mutate=lambda node: node.with_changes(orelse=_expr("next_n_lens if validate else next_n_lens.clamp_(1, dims.next_n)")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="table-check-whole-blocks-of-the-longest",
+        description="the block-table check covers the columns of the longest context counted in whole blocks:"
+                    " the longest sequence's partly filled last block goes unchecked",
+        exposed_by=Exposure("an out-of-range id in the longest sequence's last block (an input edit)",
+                            _edit("block_table-num-blocks-in-longest-last-used-column")),
+        site=m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange"))))),
+        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < int(lens.max()) // dims.kv_block"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="block-n-any-power-of-two",
+        description="block_n checked as a power of two up to 128, no lower bound: 8 passes and fails in the kernel",
+        exposed_by=Exposure("block_n = 8 (an input edit)", _edit("block_n-power-of-two-below")),
+        site=m.Comparison(left=m.Name("block_n"), comparisons=[m.ComparisonTarget(operator=m.NotIn())]),
+        mutate=_replace_with("block_n & (block_n - 1) != 0 or block_n > 128"),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="num-warps-zero-taken-as-unset",
+        description="num_warps tested for truth: 0 is taken as unset and the default runs instead of a rejection",
+        exposed_by=Exposure("num_warps = 0 (an input edit)", _edit("num_warps-zero")),
+        site=m.Comparison(left=m.Name("num_warps"), comparisons=[m.ComparisonTarget(operator=m.Is())]),
+        mutate=_replace_with("not num_warps"),
+        path=TUNING,
+        side=HOST,
+    ),
 )
 
 

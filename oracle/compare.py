@@ -1,6 +1,8 @@
 """The comparison gate: the -inf mask exactly, then every finite cell within its own bound.
 
-A global similarity score lets one wrong column pass; this gate names the worst cell.
+A global similarity score lets one wrong column pass; this gate names the worst cell. A
+cell the reference computes as NaN (fed by a NaN in the inputs) is undefined: any value
+passes there, and every other cell is held as usual.
 """
 
 import torch
@@ -37,7 +39,8 @@ def compare_logits(
     got = got.detach().to("cpu", torch.float64)
     expected = expected.to(torch.float64)
 
-    nan = torch.isnan(got)
+    undefined = torch.isnan(expected)
+    nan = torch.isnan(got) & ~undefined
     if nan.any():
         row, col = _first(nan)
         raise LogitsMismatch(
@@ -46,7 +49,7 @@ def compare_logits(
 
     masked_expected = expected == float("-inf")
     masked_got = got == float("-inf")
-    wrong_mask = masked_expected != masked_got
+    wrong_mask = (masked_expected != masked_got) & ~undefined
     if wrong_mask.any():
         row, col = _first(wrong_mask)
         raise LogitsMismatch(
@@ -54,7 +57,7 @@ def compare_logits(
             f" got {got[row, col].item()}, expected {expected[row, col].item()}"
         )
 
-    finite = ~masked_expected
+    finite = ~masked_expected & ~undefined
     bound = rtol * magnitude + torch.finfo(torch.float32).tiny
     excess = torch.where(finite, (got - expected).abs() / bound, torch.zeros_like(got))
     if not torch.isfinite(excess).all() or excess.max() > 1.0:

@@ -7,7 +7,11 @@
   permutation, so no physical block serves two logical blocks; block-table entries no
   sequence uses hold out-of-range ids, so a kernel that reads one is caught;
 - optionally, a block table that is a column slice of a wider one (its row stride is not
-  its width), whose columns outside the slice hold out-of-range ids too.
+  its width), whose columns outside the slice hold out-of-range ids too;
+- optionally, values off the usual range (``VALUES``): every key scale 2**16 times larger
+  (logits past any 16-bit float), or one NaN scale on the first sequence's last token, which
+  only its last live row sees (the contract leaves that cell undefined and every other cell
+  as it was: the rows that do not see the token keep their -inf there).
 """
 
 from dataclasses import dataclass
@@ -15,6 +19,8 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
+VALUES = ("random", "large", "nan-token")
+LARGE_SCALE = 2.0**16
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
 
@@ -150,6 +156,7 @@ def make_inputs(
     spare_blocks_per_row: int = 2,
     table_slice_margin: int = 0,
     min_pool_bytes: int = 0,
+    values: str = "random",
     device: str | torch.device = "cpu",
 ) -> OpInputs:
     """Random inputs for one call of the op, drawn on ``device``; the same seed and device
@@ -160,6 +167,8 @@ def make_inputs(
     side."""
     if len(context_lens) != batch or (next_n_lens is not None and len(next_n_lens) != batch):
         raise ValueError("make_inputs: one context length (and next_n length) per sequence")
+    if values not in VALUES:
+        raise ValueError(f"make_inputs: values must be one of {', '.join(VALUES)}, got {values!r}")
     generator = torch.Generator(device).manual_seed(seed)
     q = torch.randn(batch, next_n, heads, head_dim, generator=generator, device=device).to(torch.float8_e4m3fn)
     weights = torch.randn(batch * next_n, heads, generator=generator, device=device)
@@ -178,6 +187,10 @@ def make_inputs(
     for b, ctx in enumerate(context_lens):
         blocks = table[b, : -(-ctx // kv_block)].long()
         keys, scales = quantize_per_token(random_keys(len(blocks) * kv_block, head_dim, generator))
+        if values == "large":
+            scales = scales * LARGE_SCALE
+        elif values == "nan-token" and b == 0:
+            scales[ctx - 1] = float("nan")
         kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)
 
     return OpInputs(

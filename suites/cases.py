@@ -79,6 +79,9 @@ class Case:
     # spare: two unused columns past the longest context; exact: the longest context fills
     # the table to its last column; column-slice: a column slice of a wider table
     table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
+    # random data; every key scale 2**16 times larger; one NaN scale, seen by one row only
+    values: str = _axis("random", ("random", "large", "nan-token"), compiled=False,
+                        spell=lambda value: "" if value == "random" else f"values_{value}")
 
     @property
     def id(self) -> str:
@@ -209,8 +212,8 @@ GATHER_PATHS = {
 # The exhaustive sweep is every axis's values crossed, trimmed where curated already pairs
 # a value with everything (next_n=2 is the base case, split 2 sits between 1 and 3,
 # block_n left to the launcher is the kernel of block_n 64). The knobs that only tune
-# (warps, stages, slots per program), the block-table layouts and the >2 GiB pool (a few GB of host memory per
-# case) stay in curated: crossed with the rest they would multiply the sweep by 25.
+# (warps, stages, slots per program), the block-table layouts, the >2 GiB pool (a few GB of host memory per
+# case) and the data off the usual range stay in curated: crossed with the rest they would multiply the sweep by 75.
 EXHAUSTIVE_VALUES = {
     **VALUES,
     "block_n": BLOCK_N_CHOICES,
@@ -223,6 +226,7 @@ EXHAUSTIVE_VALUES = {
     "context": tuple(context for context in VALUES["context"] if context != "diagonal"),
     "pool": ("compact",),
     "table": ("spare",),
+    "values": ("random",),
 }
 
 
@@ -310,6 +314,10 @@ def curated() -> list[Case]:
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     cases += [_on_gather_path(replace(small, pool=pool), layouts[0]) for layouts in GATHER_PATHS.values()
               for pool in ("over-2gib", "over-8gib")]
+    # data off the usual range on every gather path: logits past 16-bit floats, and a NaN the
+    # rows that do not see its token must not see (their -inf kept, no NaN spread by a split)
+    cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
+              for layouts in GATHER_PATHS.values() for values in ("large", "nan-token")]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

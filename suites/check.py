@@ -5,7 +5,10 @@ Checks, in order: the -inf mask exactly and every finite cell (``compare_logits`
 written past ``max_model_len`` into a caller's strided ``out``; the two runs (a fresh output
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
-the result); the launch the op's launcher plans, with the case's knobs and with none, runs the
+the result) and leaves every keyword at its default where the call allows (a default the
+op documents is part of the contract). Every other case (by seed) makes its fresh and
+third runs with ``validate=False``: the unchecked path computes the same values, and two
+results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call; a result the op allocated shares memory with no input
 and no other call's result, and no input tensor changes. On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
@@ -51,6 +54,7 @@ def build_inputs(case: Case) -> OpInputs:
         spare_blocks_per_row=0 if case.table == "exact" else SPARE_BLOCKS_PER_ROW,
         table_slice_margin=TABLE_SLICE_MARGIN if case.table == "column-slice" else 0,
         min_pool_bytes=case.min_pool_bytes(),
+        values=case.values,
     )
 
 
@@ -66,10 +70,12 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     given = [t for t in (*on_device.op_args(), on_device.next_n_lens) if isinstance(t, torch.Tensor)]
     before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
 
+    unchecked = {"validate": False} if case.seed % 2 else {}
     with interpreter_checked(device):
-        fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
+        fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning(), **unchecked)
         returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
-        default_tuned = op(*on_device.op_args(), **on_device.op_kwargs()) if case.tuning() else fresh
+        default_tuned = op(*on_device.op_args(), **keywords_a_caller_spells(on_device), **unchecked) \
+            if case.tuning() else fresh
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_tuning(case, op, on_device, knobs)
@@ -86,6 +92,16 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         raise AssertionError(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
+
+
+# the op's keyword defaults, as the contract documents them
+KEYWORD_DEFAULTS = {"next_n_lens": None, "preshuffle": False}
+
+
+def keywords_a_caller_spells(inputs: OpInputs) -> dict:
+    """The call's keywords less those at their documented defaults: a caller leaves them out."""
+    return {name: value for name, value in inputs.op_kwargs().items()
+            if not (value is None if KEYWORD_DEFAULTS[name] is None else value == KEYWORD_DEFAULTS[name])}
 
 
 def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:

@@ -38,6 +38,8 @@ CONTRACT_MAX_MODEL_LEN = 2**30
 GRID_Y_LIMIT = 65535
 # counts (tokens, elements) past which an int32 wraps
 INT32_LIMIT = 2**31
+# the bases of the 64-bit offset edits beyond the per-token flat gather of "small"
+LONG_ROWS_ON_EVERY_GATHER = ("three-sequences-kvb64-long-rows", "three-sequences-preshuffle-long-rows")
 
 
 @dataclass
@@ -261,12 +263,14 @@ def _table_exactly_full(extra_tokens: int, *, sliced: bool = False) -> Callable[
     return change
 
 
-def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool) -> Callable[[OpInputs], Call]:
-    """The last sequence's first or last used block-table entry set to ``value(inputs)``. Its
-    context is first cut so that its last block holds one token, where next_n_lens allows."""
+def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool,
+                 longest: bool = False) -> Callable[[OpInputs], Call]:
+    """The last (or the longest) sequence's first or last used block-table entry set to
+    ``value(inputs)``. Its context is first cut so that its last block holds one token, where
+    next_n_lens allows."""
 
     def change(inputs: OpInputs) -> Call:
-        b = _batch(inputs) - 1
+        b = int(inputs.context_lens.argmax()) if longest else _batch(inputs) - 1
         used = _used_blocks(inputs, b)
         lens = inputs.context_lens.clone()
         lens[b] = max(_live_rows(inputs, b), (used - 1) * inputs.kv_cache.shape[1] + 1)
@@ -601,6 +605,19 @@ def _knob_type_edits() -> list[InputEdit]:
     return edits
 
 
+# values of each knob's own type past its range: zero and negative, which a truthiness or a
+# one-sided check lets through; for the tile width, powers of two on either side of its choices
+KNOB_OUT_OF_RANGE = {knob: (("negative", -value),) for knob, value in KNOB_VALUES.items()}
+KNOB_OUT_OF_RANGE |= {"block_n": (("zero", 0), ("negative", -64), ("power-of-two-below", 8), ("power-of-two-above", 256)),
+                      "num_warps": (("zero", 0), ("negative", -4)),
+                      "slots_per_program": (("negative", -1),)}
+
+
+def _knob_range_edits() -> list[InputEdit]:
+    return [InputEdit(f"{knob}-{kind}", knob, ValueError, lambda inputs, k=knob, v=wrong: Call(inputs, {k: v}))
+            for knob, values in KNOB_OUT_OF_RANGE.items() for kind, wrong in values]
+
+
 def _by_name(edits: list[InputEdit]) -> dict[str, InputEdit]:
     named = {edit.name: edit for edit in edits}
     if len(named) != len(edits):
@@ -693,9 +710,10 @@ EDITS: dict[str, InputEdit] = _by_name([
     _out_of_range("context_lens-past-sliced-block-table", "context_lens", _table_exactly_full(1, sliced=True)),
     InputEdit("validate-false-leaves-values-unchecked", "", None, _unchecked_dead_sequence, _has_next_n_lens,
               bases=("small", "small-next-n-1")),
-    InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows),
+    InputEdit("out-rows-past-int32-elements-apart", "", None, _out_rows_past_int32_elements, _several_rows,
+              bases=("small", *LONG_ROWS_ON_EVERY_GATHER)),
     InputEdit("block_table-rows-past-int32-entries-apart", "", None, _table_rows_past_int32_entries_apart,
-              _several_sequences, bases=("three-sequences", "three-sequences-kvb3")),
+              _several_sequences, bases=("three-sequences", "three-sequences-kvb3", *LONG_ROWS_ON_EVERY_GATHER)),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
     InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
@@ -733,6 +751,12 @@ EDITS: dict[str, InputEdit] = _by_name([
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
                   _table_entry(lambda i: -1, last_column=True), bases=("small", "small-uniform")),
+    # in the longest sequence, whose last block a check that counts whole blocks leaves out
+    _out_of_range("block_table-num-blocks-in-longest-last-used-column", "block_table",
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True, longest=True),
+                  bases=("small", "small-uniform")),
+    _out_of_range("block_table-negative-in-longest-last-used-column", "block_table",
+                  _table_entry(lambda i: -1, last_column=True, longest=True)),
     _out_of_range("block_table-num-blocks-in-first-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=False)),
     _out_of_range("block_table-negative-in-first-column", "block_table",
@@ -757,6 +781,7 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
     InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),
     *_knob_type_edits(),
+    *_knob_range_edits(),
     InputEdit("slots_per_program-not-a-power-of-two", "slots_per_program", ValueError,
               lambda inputs: Call(inputs, {"slots_per_program": 3}), _several_slots_padded_to_four),
     # a group wider than next_n padded to a power of two: only masked query rows
@@ -808,12 +833,15 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         _check_planned(edit, edited, keywords, op)
         return
     if edit.error is None:
+        given = {name: getattr(edited, name).to("cpu", copy=True) for name in UNCHANGED_TENSORS
+                 if getattr(edited, name) is not None}
         try:
             result = op(*edited.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
         assert result is out, f"{edit.name}: the op did not return the caller's out"
-        compare_logits(result, *reference_logits(edited.to("cpu")), rtol=tolerance_for(result.device))
+        _check_unchanged(edit, given, edited)
+        compare_logits(result, *reference_logits(replace(edited.to("cpu"), **given)), rtol=tolerance_for(result.device))
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
@@ -831,13 +859,23 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
 
 
 VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
+# the small inputs an accepted call must leave as it found them (the cache may be GiBs)
+UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
+
+
+def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs) -> None:
+    for name, was in before.items():
+        if not torch.equal(was, getattr(after, name).to("cpu")):
+            raise AssertionError(f"{edit.name}: the op changed the caller's {name}")
 
 
 def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, keywords: dict, op) -> None:
     """Call the op once on the edited call's own tensors holding the valid values, then write
     the bad values back in place: a validation that remembers the tensors it passed (a decode
-    loop reuses its buffers) would let the bad values through. A call that cannot be primed
-    so (other edits, tensors of another shape) is left as it is."""
+    loop reuses its buffers) would let the bad values through. The write goes through
+    ``.data``, which leaves torch's version counter as it was, as a kernel that updates the
+    lengths in place on the device does. A call that cannot be primed so (other edits,
+    tensors of another shape) is left as it is."""
     swapped = []
     for name in VALUE_TENSORS:
         bad, good = getattr(edited, name), getattr(inputs, name)
@@ -852,7 +890,7 @@ def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, ke
     except Exception:  # noqa: BLE001  (not a valid call after all: the rejection below still holds)
         pass
     for bad, values in swapped:
-        bad.copy_(values)
+        bad.data.copy_(values)
 
 
 def _check_quotes(edit: InputEdit, message: str) -> None:
@@ -892,6 +930,10 @@ BASES = {
                                context_lens=[100], max_model_len=128, next_n_lens=None),
     "three-sequences": THREE_SEQUENCES,
     "three-sequences-kvb3": {**THREE_SEQUENCES, "kv_block": 3},
+    # the other ways keys are gathered (a whole tile from one block; preshuffled), with rows
+    # that run past the last context tile, so the -inf fill past the context runs too
+    "three-sequences-kvb64-long-rows": {**THREE_SEQUENCES, "kv_block": 64, "max_model_len": 200},
+    "three-sequences-preshuffle-long-rows": {**THREE_SEQUENCES, "preshuffle": True, "max_model_len": 200},
     "small-next-n-1": {**SMALL, "next_n": 1, "next_n_lens": [1, 1]},
     "small-d512": {**SMALL, "head_dim": 512},
     # one sequence with several query rows: an out of several rows with a batch of one

@@ -1,14 +1,24 @@
 """The launcher's defaults against their pinned table, and proof that the check fails when
 the policy changes."""
 
+import dataclasses
+import json
+import re
+import sys
+
 import pytest
+import torch
 
 import kernel.tuning
+import suites.tuning_defaults
 from kernel import fp8_paged_mqa_logits
+from kernel.validation import check_inputs
+from suites.rejections import GRID_Y_LIMIT
 from suites.runnable import check, from_dict, to_dict
-from suites.tuning_defaults import DefaultsCase, defaults_cases, main
+from suites.tuning_defaults import DefaultsCase, PinnedShape, chosen, defaults_cases, illegal, main, pinned_shapes
 
 CASES = defaults_cases()
+LAUNCHER = sys.modules[fp8_paged_mqa_logits.__module__]
 
 
 @pytest.mark.parametrize("defaults", CASES, ids=[c.id for c in CASES])
@@ -26,6 +36,22 @@ def test_cases_travel_as_records():
     assert len({c.id for c in CASES}) == len(CASES)
 
 
+def test_every_pinned_shape_is_an_input_the_op_takes_under_its_own_key():
+    """Shapes only, on the meta device: no value is read, no memory taken."""
+    shapes = pinned_shapes()
+    assert len({shape.key for shape in shapes}) == len(shapes)
+    for shape in {dataclasses.replace(s, block_n=None, slots="default") for s in shapes}:
+        dims = shape.dims()
+        meta = dict(device="meta")
+        q = torch.empty(dims.batch, dims.next_n, dims.heads, dims.head_dim, dtype=torch.float8_e4m3fn, **meta)
+        kv_cache = torch.empty(dims.num_blocks, dims.kv_block, 1, dims.head_dim + 4, dtype=torch.uint8, **meta)
+        weights = torch.empty(dims.batch * dims.next_n, dims.heads, **meta)
+        context_lens = torch.empty(dims.batch, dtype=torch.int32, **meta)
+        block_table = torch.empty(dims.batch, dims.max_blocks, dtype=torch.int32, **meta)
+        assert check_inputs(q, kv_cache, weights, context_lens, block_table, shape.tokens, next_n_lens=None,
+                            preshuffle=shape.preshuffle, out=None, check_values=False) == dims, shape.key
+
+
 @pytest.mark.parametrize("constant, value", [("PROGRAMS_PER_SM", 25), ("MIN_TILES_PER_PROGRAM", 3),
                                              ("NOMINAL_SMS", 2), ("DEFAULT_ROWS_PER_PROGRAM", 256)])
 def test_a_changed_split_policy_fails(monkeypatch, constant, value):
@@ -40,12 +66,92 @@ def test_a_changed_split_policy_fails(monkeypatch, constant, value):
 
 
 def test_a_changed_warp_rule_fails(monkeypatch):
-    """Eight warps allowed for one slot of 256 heads changes a default; 16 warps allowed
-    anywhere changes none, only the warp counts accepted."""
+    """Eight warps allowed for one slot of 256 heads makes them a default that splits the
+    slot's heads over two warps; 16 warps allowed anywhere changes no default, only the warp
+    counts accepted."""
     rule = kernel.tuning._warp_choices
     monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, slots: (4, 8, 16))
-    with pytest.raises(AssertionError, match="H256-.*num_warps, num_stages"):
+    with pytest.raises(AssertionError, match="H256-.*num_warps 8 at block_n 64: .*splitting a slot's heads"):
         check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")
     monkeypatch.setattr(kernel.tuning, "_warp_choices", lambda block_n, slots: (*rule(block_n, slots), 16))
     with pytest.raises(AssertionError, match="num_warps accepted"):
         check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")
+
+
+def _with_defaults_edited(monkeypatch, edit) -> None:
+    """The launcher's policy with ``edit(dims, tuning)``'s knobs in place of its defaults
+    (a knob the caller passed stays the caller's)."""
+    resolve = LAUNCHER.resolve_tuning
+
+    def edited(dims, sms, preshuffle, num_splits, block_n, num_warps, num_stages, slots_per_program=None):
+        tuning = resolve(dims, sms, preshuffle, num_splits, block_n, num_warps, num_stages, slots_per_program)
+        asked = dict(num_splits=num_splits, block_n=block_n, num_warps=num_warps, num_stages=num_stages,
+                     slots_per_program=slots_per_program)
+        return dataclasses.replace(tuning, **{k: v for k, v in edit(dims, tuning).items() if asked[k] is None})
+
+    monkeypatch.setattr(LAUNCHER, "resolve_tuning", edited)
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda dims, t: {"num_stages": t.num_stages - 1} if dims.head_dim >= 256 else {}, r"-D256-.*num_stages"),
+    (lambda dims, t: {"block_n": 128} if dims.kv_block >= 128 else {}, r"-kvb128-.*num_splits, block_n"),
+], ids=["stages-by-head-dim", "tile-by-block"])
+def test_a_default_that_depends_on_the_head_dim_or_a_large_block_fails(monkeypatch, edit, why):
+    """Picks the kernel can run, yet not the pinned ones."""
+    _with_defaults_edited(monkeypatch, edit)
+    with pytest.raises(AssertionError, match=why):
+        check(DefaultsCase("132"), fp8_paged_mqa_logits, "cpu")
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda dims, t: {"block_n": dims.kv_block} if dims.kv_block > 64 else {}, r"-kvb80-.*block_n 80, no tile width"),
+    (lambda dims, t: {"slots_per_program": 1}, r"-H4-.*slots_per_program 1: 4 query rows of 4 heads"),
+], ids=["tile-sized-to-the-block", "one-slot-of-few-heads"])
+def test_a_default_the_kernel_cannot_run_fails_even_when_pinned(monkeypatch, tmp_path, edit, why):
+    _with_defaults_edited(monkeypatch, edit)
+    table = tmp_path / "tuning_defaults.json"
+    table.write_text(json.dumps({"cpu": chosen(LAUNCHER, "cpu")}))
+    monkeypatch.setattr(suites.tuning_defaults, "TABLE", table)
+    with pytest.raises(AssertionError, match=why):
+        check(DefaultsCase("cpu"), fp8_paged_mqa_logits, "cpu")
+
+
+def test_the_table_is_not_rewritten_with_a_default_the_kernel_cannot_run(monkeypatch, tmp_path, capsys):
+    _with_defaults_edited(monkeypatch, lambda dims, t: {"slots_per_program": 1})
+    table = tmp_path / "tuning_defaults.json"
+    table.write_text("as pinned")
+    monkeypatch.setattr(suites.tuning_defaults, "TABLE", table)
+    assert main(["--write"]) == 1
+    assert table.read_text() == "as pinned"
+    assert "cannot run" in capsys.readouterr().out
+
+
+ONE_SEQUENCE = PinnedShape(batch=1, next_n=1, heads=32, layout=(64, False), tokens=1024, block_n=None, slots="default",
+                           head_dim=128)
+
+
+@pytest.mark.parametrize("shape, knobs, why", [
+    ({}, {}, None),
+    ({}, {"block_n": 80}, r"block_n 80, no tile width of the kernel's \(16, 32, 64, 128\)"),
+    ({"block_n": 16}, {"block_n": 64}, "block_n 64 where the caller asked for 16"),
+    ({"next_n": 4, "heads": 4}, {"slots_per_program": 2}, "slots_per_program 2: 8 query rows of 4 heads"),
+    ({"next_n": 3}, {"slots_per_program": 3}, "slots_per_program 3, no power of two"),
+    ({"next_n": 3}, {"slots_per_program": 8}, "slots_per_program 8, no power of two from 1 to the padded next_n 4"),
+    ({"next_n": 4, "slots": "all"}, {"slots_per_program": 2}, "slots_per_program 2 where the caller asked for 4"),
+    ({}, {"num_splits": 0}, "num_splits 0, outside"),
+    ({}, {"num_splits": GRID_Y_LIMIT}, None),
+    ({}, {"num_splits": GRID_Y_LIMIT + 1}, "num_splits 65536, outside"),
+    ({}, {"num_warps": 2}, "num_warps 2, no power of two of whole warp groups"),
+    ({}, {"num_warps": 12}, "num_warps 12, no power of two of whole warp groups"),
+    ({}, {"num_warps": 4.0}, "num_warps 4.0, no int"),
+    ({}, {"num_stages": True}, "num_stages True, no int"),
+    ({}, {"num_warps": 8}, "num_warps 8 at block_n 64: 2 warps share 1 next_n slots"),
+    ({"block_n": 128}, {"block_n": 128, "num_warps": 8}, None),  # 128 token rows take 8 warps
+    ({"next_n": 2, "block_n": 128}, {"block_n": 128, "slots_per_program": 2, "num_warps": 16}, None),
+    ({}, {"num_stages": 0}, "num_stages 0, not a positive count"),
+])
+def test_each_constraint_names_what_the_kernel_cannot_run(shape, knobs, why):
+    tuning = dataclasses.replace(kernel.tuning.Tuning(num_splits=4, block_n=64, slots_per_program=1, num_warps=4,
+                                                      num_stages=6), **knobs)
+    reason = illegal(dataclasses.replace(ONE_SEQUENCE, **shape), tuning)
+    assert reason is None if why is None else re.match(why, reason), reason

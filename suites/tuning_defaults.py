@@ -8,9 +8,16 @@ interpreter and on GPUs of 78 and 132 SMs, the knobs the launcher chooses, and f
 tile width and padded next_n the warp counts it accepts. A deliberate change of the policy
 regenerates the table (``python -m suites.tuning_defaults --write``) with the benchmark's
 figures in its commit; any other change of it is a bug, and a case of this kind fails.
+
+A pinned table only says that the picks did not change. Every pick is also held to the
+kernel's constraints on a launch as stated here (a tile width the MMA has, enough query rows
+for the narrowest MMA, warps that keep a next_n slot in one warp, a split count the grid
+takes), so a policy that picks what the kernel cannot run fails its case, and ``--write``
+refuses it, whatever the table says.
 """
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -19,11 +26,17 @@ from pathlib import Path
 
 import torch
 
-from suites.rejections import KERNEL_MIN_QUERY_ROWS
+from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS
 
 TABLE = Path(__file__).with_name("tuning_defaults.json")
 # the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
 SM_COUNTS = ("cpu", "78", "132")
+# the contract's head dims: powers of two from 32, the fp8 MMA's K step, to 512, the widest
+# whose tiles fit a Hopper SM's shared memory. A wider head takes more shared memory per query
+# row and per key tile, which a policy may trade against slots, tile width or pipeline depth.
+HEAD_DIMS = (32, 64, 128, 256, 512)
+# the head dim of most of the grid: a shape's key names its head dim only where it is another
+COMMON_HEAD_DIM = 128
 # each default's rule meets a boundary inside the grid: query rows 32 to 2048 (warps, stages),
 # programs per SM against tiles per program (splits, their roundings), a layout per stage count
 SHAPES = {
@@ -38,17 +51,43 @@ SHAPES = {
     # the launcher's slot groups, or every slot in one program as a caller may ask: query rows
     # past 128 reach the defaults of wide programs
     "slots": ("default", "all"),
+    "head_dim": (COMMON_HEAD_DIM,),
 }
-# below 16 heads a program takes several slots to fill the narrowest MMA, and one head with
-# next_n past 128 puts more slots in a group than the default's 128 query rows hold
-NARROW_HEADS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3,),
-                "next_n": (4, 16, 129), "heads": (1, 4), "tokens": (1024,), "slots": SHAPES["slots"]}
+# every other head dim on fewer shapes: 32 to 2048 query rows in one to eight slots, each
+# layout and tile width, and split counts both under and at their bound in tiles (one
+# sequence against 256, 1,024 tokens against 32,768)
+HEAD_DIM_SHAPES = {**SHAPES, "batch": (1, 256), "next_n": (1, 2, 8), "heads": (32, 128, 256), "tokens": (1024, 32768),
+                   "head_dim": tuple(d for d in HEAD_DIMS if d != COMMON_HEAD_DIM)}
+# below 16 heads a program takes several slots to fill the narrowest MMA (16 heads fill it with
+# one), and one head with next_n past 128 puts more slots in a group than the default's 128
+# query rows hold; at every head dim, as a slot's query tile grows with it
+NARROW_HEADS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3,), "next_n": (4, 16, 129),
+                "heads": (1, 4, 16), "tokens": (1024,), "slots": SHAPES["slots"], "head_dim": HEAD_DIMS}
 # blocks of 5 and 48 tokens are neither divisors nor multiples of a tile width: a table's tile
 # count then is no whole number of tiles per block, nor of blocks per tile
 UNEVEN_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
                  "layout": ((5, False), (48, False)), "tokens": SHAPES["tokens"], "block_n": SHAPES["block_n"]}
+# blocks wider than the default tile of 64 tokens: 128 and 256 hold whole tiles of every width,
+# 80 and 96 no whole number of 64-token tiles and are no tile width themselves (a tile sized to
+# the block would be no MMA's); with 32 and 256 heads, in the launcher's slot groups and in one,
+# for query rows on both sides of 128
+LARGE_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
+                "heads": (32, 256), "layout": ((80, False), (96, False), (128, False), (128, True), (256, False)),
+                "tokens": SHAPES["tokens"], "block_n": SHAPES["block_n"], "slots": SHAPES["slots"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
-HEAD_DIM = 128  # no default depends on it
+
+# The kernel's constraints on a launch, stated here rather than taken from kernel/, whose
+# constants are the policy's own.
+# the token tiles of the fp8 MMA the kernel compiles
+TILE_WIDTHS = (16, 32, 64, 128)
+# a Hopper MMA is issued by a warp group: num_warps is a whole number of them
+WARP_GROUP = 4
+# each warp takes 16 of a tile's token rows, and a warp group's 64 at least: a narrower tile
+# is repeated to fill them
+TOKEN_ROWS_PER_WARP = 16
+MIN_MMA_TOKEN_ROWS = 64
+# the knobs of a launch, in the order the table spells them
+KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program")
 
 
 @dataclass(frozen=True)
@@ -77,32 +116,144 @@ def defaults_cases() -> list[DefaultsCase]:
     return [DefaultsCase(sms) for sms in SM_COUNTS]
 
 
-def chosen(launcher, sms: str) -> dict:
-    """What ``launcher`` (the module of ``plan_launch``) picks at ``sms``: per shape of the
-    grid, its (num_splits, block_n, num_warps, num_stages, slots_per_program); per tile width
-    and next_n, the
-    warp counts it accepts."""
+@dataclass(frozen=True)
+class PinnedShape:
+    """One point of the grid: the axes of ``SHAPES``, in their order."""
+
+    batch: int
+    next_n: int
+    heads: int
+    layout: tuple[int, bool]  # (kv_block, preshuffle)
+    tokens: int
+    block_n: int | None
+    slots: str
+    head_dim: int
+
+    @property
+    def kv_block(self) -> int:
+        return self.layout[0]
+
+    @property
+    def preshuffle(self) -> bool:
+        return self.layout[1]
+
+    @property
+    def max_blocks(self) -> int:
+        return -(-self.tokens // self.kv_block)
+
+    @functools.cached_property
+    def slots_per_program(self) -> int | None:
+        """The knob the caller passes: None for the launcher's groups, else every slot."""
+        return None if self.slots == "default" else _padded_next_n(self.next_n)
+
+    @functools.cached_property
+    def key(self) -> str:
+        head_dim = "" if self.head_dim == COMMON_HEAD_DIM else f"-D{self.head_dim}"
+        return (f"B{self.batch}-nn{self.next_n}-H{self.heads}{head_dim}-kvb{self.kv_block}"
+                f"{'-preshuffle' if self.preshuffle else ''}-T{self.tokens}"
+                f"-bn{self.block_n}{'-one-group' if self.slots == 'all' else ''}")
+
+    @functools.cached_property
+    def dims_fields(self) -> tuple[int, ...]:
+        """The fields of ``kernel.validation.Dims``, in order: the class is the kernel's, and so
+        built anew at each resolution."""
+        return (self.batch, self.next_n, self.heads, self.head_dim, self.kv_block, self.batch * self.max_blocks,
+                self.max_blocks)
+
+    def dims(self):
+        from kernel.validation import Dims
+
+        return Dims(*self.dims_fields)
+
+
+@functools.cache
+def pinned_shapes() -> tuple[PinnedShape, ...]:
+    """Every shape whose defaults the table pins."""
+    grids = (SHAPES, HEAD_DIM_SHAPES, NARROW_HEADS, UNEVEN_BLOCKS, LARGE_BLOCKS)
+    shapes = [PinnedShape(**dict(zip(grid, point))) for grid in grids for point in itertools.product(*grid.values())]
+    # a narrow grid's corners where the heads are too few for next_n to fill the narrowest MMA
+    return tuple(s for s in shapes if s.heads * _padded_next_n(s.next_n) >= KERNEL_MIN_QUERY_ROWS)
+
+
+def resolutions(launcher, sms: str):
+    """Each pinned shape with the ``Tuning`` that ``launcher`` (the module of ``plan_launch``)
+    resolves for it at ``sms``, one by one: a check stops at the first it fails."""
     from kernel.validation import Dims
 
     count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
-    picks = {}
-    narrow = [shape for shape in itertools.product(*NARROW_HEADS.values())
-              if shape[2] * _padded_next_n(shape[1]) >= KERNEL_MIN_QUERY_ROWS]
-    grid = itertools.chain(itertools.product(*SHAPES.values()), narrow, itertools.product(*UNEVEN_BLOCKS.values()))
-    for batch, next_n, heads, (kv_block, preshuffle), tokens, block_n, slots in grid:
-        max_blocks = -(-tokens // kv_block)
-        dims = Dims(batch, next_n, heads, HEAD_DIM, kv_block, num_blocks=batch * max_blocks, max_blocks=max_blocks)
-        tuning = launcher.resolve_tuning(dims, count, preshuffle, None, block_n, None, None, _slots(slots, next_n))
-        key = (f"B{batch}-nn{next_n}-H{heads}-kvb{kv_block}{'-preshuffle' if preshuffle else ''}-T{tokens}"
-               f"-bn{block_n}{'-one-group' if slots == 'all' else ''}")
-        picks[key] = (f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
-                      f" {tuning.slots_per_program}")
+    resolve = launcher.resolve_tuning
+    for shape in pinned_shapes():
+        yield shape, resolve(Dims(*shape.dims_fields), count, shape.preshuffle, None, shape.block_n, None, None,
+                             shape.slots_per_program)
+
+
+def chosen(launcher, sms: str, defaults=None) -> dict:
+    """What ``launcher`` picks at ``sms``: per shape of the grid, its (num_splits, block_n,
+    num_warps, num_stages, slots_per_program); per tile width and next_n, the warp counts it
+    accepts. ``defaults``: the ``resolutions`` where the caller has them."""
+    defaults = resolutions(launcher, sms) if defaults is None else defaults
+    return {"defaults": {shape.key: _spelled(tuning) for shape, tuning in defaults},
+            "warps accepted": _warps_accepted(launcher, sms)}
+
+
+def _spelled(tuning) -> str:
+    return (f"{tuning.num_splits} {tuning.block_n} {tuning.num_warps} {tuning.num_stages}"
+            f" {tuning.slots_per_program}")
+
+
+def _warps_accepted(launcher, sms: str) -> dict:
+    from kernel.validation import Dims
+
+    count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
     accepted = {}
-    for block_n, next_n, slots in itertools.product((16, 32, 64, 128), (1, 2, 3, 4, 8), SHAPES["slots"]):
-        dims = Dims(1, next_n, 64, HEAD_DIM, 64, num_blocks=1, max_blocks=1)
+    for block_n, next_n, slots in itertools.product(TILE_WIDTHS, (1, 2, 3, 4, 8), SHAPES["slots"]):
+        dims = Dims(1, next_n, 64, COMMON_HEAD_DIM, 64, num_blocks=1, max_blocks=1)
         accepted[f"bn{block_n}-nn{next_n}{'-one-group' if slots == 'all' else ''}"] = " ".join(
             str(w) for w in WARP_COUNTS if _accepts(launcher, dims, count, block_n, w, _slots(slots, next_n)))
-    return {"defaults": picks, "warps accepted": accepted}
+    return accepted
+
+
+def illegal(shape: PinnedShape, tuning) -> str | None:
+    """Why the kernel cannot run ``tuning`` at ``shape``, or None where it can."""
+    splits, block_n, warps, stages, slots = (tuning.num_splits, tuning.block_n, tuning.num_warps, tuning.num_stages,
+                                             tuning.slots_per_program)
+    for name, value in zip(KNOBS, (splits, block_n, warps, stages, slots)):
+        if type(value) is not int:  # each knob is a constexpr or a launch option of the kernel's
+            return f"{name} {value!r}, no int"
+    if shape.block_n is not None and block_n != shape.block_n:
+        return f"block_n {block_n} where the caller asked for {shape.block_n}"
+    if block_n not in TILE_WIDTHS:
+        return f"block_n {block_n}, no tile width of the kernel's {TILE_WIDTHS}"
+    if shape.slots_per_program is not None and slots != shape.slots_per_program:
+        return f"slots_per_program {slots} where the caller asked for {shape.slots_per_program}"
+    padded_next_n = _padded_next_n(shape.next_n)
+    if slots & (slots - 1) or not 1 <= slots <= padded_next_n:
+        return f"slots_per_program {slots}, no power of two from 1 to the padded next_n {padded_next_n}"
+    if slots * shape.heads < KERNEL_MIN_QUERY_ROWS:
+        return (f"slots_per_program {slots}: {slots * shape.heads} query rows of {shape.heads} heads, fewer than the"
+                f" narrowest MMA's {KERNEL_MIN_QUERY_ROWS}")
+    if not 1 <= splits <= GRID_Y_LIMIT:
+        return f"num_splits {splits}, outside the launch grid's second axis [1, {GRID_Y_LIMIT}]"
+    if warps < WARP_GROUP or warps % WARP_GROUP or warps & (warps - 1):
+        return f"num_warps {warps}, no power of two of whole warp groups of {WARP_GROUP}"
+    # the warps past those the token rows take split the query rows, and the head sum gives
+    # the same bits only if each warp's share holds whole next_n slots
+    query_row_warps = warps // min(warps, max(block_n, MIN_MMA_TOKEN_ROWS) // TOKEN_ROWS_PER_WARP)
+    if query_row_warps > slots:
+        return (f"num_warps {warps} at block_n {block_n}: {query_row_warps} warps share {slots} next_n slots,"
+                f" splitting a slot's heads")
+    if stages < 1:
+        return f"num_stages {stages}, not a positive count"
+    return None
+
+
+def first_illegal(defaults) -> str | None:
+    """``"<key>: <why>"`` of the first pick of ``defaults`` the kernel cannot run, or None."""
+    for shape, tuning in defaults:
+        reason = illegal(shape, tuning)
+        if reason is not None:
+            return f"{shape.key}: {reason}"
+    return None
 
 
 def _slots(spec: str, next_n: int) -> int | None:
@@ -122,18 +273,25 @@ def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int, slots: int 
 
 
 def check_defaults(case: DefaultsCase, op) -> None:
-    """Raise AssertionError, naming the first shape, unless the launcher of ``op`` picks the
-    pinned defaults."""
+    """Raise AssertionError, naming the first shape, unless the launcher of ``op`` picks
+    what the kernel can run and the pinned defaults."""
     launcher = sys.modules[op.__module__]
     pinned = json.loads(TABLE.read_text())[case.sms]
-    got = chosen(launcher, case.sms)
-    for part in pinned:
-        for key, want in pinned[part].items():
-            have = got[part].get(key)
-            if have != want:
-                what = ("(num_splits, block_n, num_warps, num_stages, slots_per_program)" if part == "defaults"
-                        else "num_warps accepted")
-                raise AssertionError(f"tuning at {case.sms} SMs, {key}: {what} {have}, pinned {want}")
+    where = f"tuning at {case.sms} SMs"
+    for shape, tuning in resolutions(launcher, case.sms):
+        unrunnable = illegal(shape, tuning)
+        if unrunnable is not None:
+            raise AssertionError(f"{where}, {shape.key}: {unrunnable}")
+        have, want = _spelled(tuning), pinned["defaults"].get(shape.key)
+        if have != want:
+            raise AssertionError(f"{where}, {shape.key}: ({', '.join(KNOBS)}) {have}, pinned {want}")
+    outside = sorted(pinned["defaults"].keys() - {shape.key for shape in pinned_shapes()})
+    if outside:
+        raise AssertionError(f"{where}, {outside[0]}: pinned, yet no shape of the grid")
+    accepted = _warps_accepted(launcher, case.sms)
+    for key, want in pinned["warps accepted"].items():
+        if accepted.get(key) != want:
+            raise AssertionError(f"{where}, {key}: num_warps accepted {accepted.get(key)}, pinned {want}")
 
 
 def main(argv=None) -> int:
@@ -142,7 +300,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import kernel.paged_mqa_logits as launcher
 
-    table = {sms: chosen(launcher, sms) for sms in SM_COUNTS}
+    resolved = {sms: list(resolutions(launcher, sms)) for sms in SM_COUNTS}
+    unrunnable = [f"at {sms} SMs, {reason}" for sms in SM_COUNTS if (reason := first_illegal(resolved[sms]))]
+    if unrunnable:
+        print("the launcher picks what the kernel cannot run" + ("; the table is left as it is" if args.write else "")
+              + ":\n" + "\n".join(unrunnable))
+        return 1
+    table = {sms: chosen(launcher, sms, resolved[sms]) for sms in SM_COUNTS}
     if args.write:
         TABLE.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
         print(f"wrote {TABLE.name}: {sum(len(t['defaults']) for t in table.values())} defaults")

@@ -166,6 +166,32 @@ def test_a_case_with_no_knob_calls_the_op_twice():
     assert [kw.get("num_stages") for kw in calls] == [3, 3, None]
 
 
+def test_the_third_run_leaves_the_keywords_at_their_defaults_and_every_other_case_skips_validation():
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return kernel.fp8_paged_mqa_logits(*args, **kwargs)
+
+    flat = replace(BASE, heads=32, head_dim=64, kv_block=16)
+    odd, even = (next(c for c in (replace(flat, splits=s) for s in (1, 2, 3, 16)) if c.seed % 2 == parity)
+                 for parity in (1, 0))
+    for case, validated in ((odd, False), (even, True)):
+        calls.clear()
+        check_case(case, counted)
+        assert "preshuffle" not in calls[2] and "next_n_lens" not in calls[2]
+        assert [kw.get("validate", True) for kw in calls] == [validated, True, validated]
+
+
+def test_a_default_that_differs_from_the_documented_one_fails_the_case():
+    """A flat cache of 16-token blocks read as preshuffled when the caller leaves the layout out."""
+    def guessing_the_layout(*args, **kwargs):
+        return kernel.fp8_paged_mqa_logits(*args, **{"preshuffle": True, **kwargs})
+
+    with pytest.raises(AssertionError):
+        check_case(replace(BASE, heads=32, head_dim=64, kv_block=16), guessing_the_layout)
+
+
 def test_the_default_warp_count_obeys_the_rule_a_callers_count_does():
     """With one next_n slot and many heads the query rows exceed 128, yet 8 warps would split
     the slot's heads across warps: the default stays at 4, a count every layout accepts."""

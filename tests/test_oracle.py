@@ -104,6 +104,40 @@ def test_gate_catches_nan_and_shape(kernel_out, reference):
         compare_logits(kernel_out[:, :-1], expected, magnitude)
 
 
+@pytest.fixture(scope="module")
+def nan_token_inputs():
+    return make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                       context_lens=[40, 21], max_model_len=48, next_n_lens=None, seed=5, values="nan-token")
+
+
+def test_a_nan_scale_leaves_one_cell_undefined_and_the_gate_holds_the_rest(nan_token_inputs, device):
+    """The first sequence's last token (39) is seen by its last row only: that cell is
+    undefined, the first row keeps -inf there, and any other wrong cell still fails."""
+    expected, magnitude = reference_logits(nan_token_inputs)
+    assert torch.isnan(expected).nonzero().tolist() == [[1, 39]]
+    assert expected[0, 39] == float("-inf")
+    on_device = nan_token_inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
+    compare_logits(got, expected, magnitude)
+    for row, col, value in ((1, 39, 5.0), (0, 39, float("nan")), (0, 12, float("nan")), (1, 3, 1e3)):
+        bad = got.clone()
+        bad[row, col] = value
+        if (row, col) == (1, 39):
+            compare_logits(bad, expected, magnitude)  # undefined: any value
+        else:
+            with pytest.raises(LogitsMismatch):
+                compare_logits(bad, expected, magnitude)
+
+
+def test_large_values_give_logits_past_every_16_bit_float(device):
+    inputs = make_inputs(batch=1, next_n=1, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[20], max_model_len=20, next_n_lens=None, seed=6, values="large")
+    expected, magnitude = reference_logits(inputs)
+    assert expected.abs().max() > 2 * torch.finfo(torch.float16).max
+    on_device = inputs.to(device)
+    compare_logits(fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu(), expected, magnitude)
+
+
 def test_reference_mask_follows_the_causal_rule(inputs, reference):
     expected, _ = reference
     # sequence 0: ctx 70, 2 live rows; sequence 1: ctx 33, 1 live row of 2

@@ -9,6 +9,12 @@ def test_triton_3_6_with_numpy_2_4_is_refused_in_one_line():
     assert why.startswith("kernel: Triton 3.6.0's CPU interpreter cannot run with numpy 2.4.6")
 
 
+def test_versions_compare_by_number_not_as_decimals():
+    """Minor versions past 9: numpy 2.10 is newer than 2.4, Triton 3.10 newer than 3.6."""
+    assert interpreter_incompatibility("3.6.0", "2.10.0") is not None
+    assert interpreter_incompatibility("3.10.0", "2.4.0") is None
+
+
 def test_pairs_that_run_are_let_through():
     assert interpreter_incompatibility("3.6.0", "2.3.5") is None
     assert interpreter_incompatibility("3.9.0", "2.4.6") is None
