@@ -80,6 +80,10 @@ def _call(name: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name(name)))
 
 
+def _call_named(name: str) -> m.BaseMatcherNode:
+    return m.Call(func=m.Name(name))
+
+
 def _method(obj: str, method: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Attribute(value=m.Name(obj), attr=m.Name(method)))
 
@@ -820,6 +824,70 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Comparison(left=m.Name("num_warps"), comparisons=[m.ComparisonTarget(operator=m.Is())]),
         mutate=_replace_with("not num_warps"),
         path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="result-rows-padded-to-16",
+        description="the op's own result is a view of rows padded to 16 floats for aligned stores: not dense,"
+                    " so a caller's view(-1) or a copy into a flat buffer fails",
+        exposed_by=Exposure("a max_model_len not a multiple of 16", _logits(lambda c: c.max_model_len() % 16 != 0)),
+        site=_method("torch", "empty") & m.Call(args=[m.Arg(m.BinaryOperation()), m.ZeroOrMore()]),
+        mutate=lambda node: _expr(f"{_code(_with_arg(1, '-(-max_model_len // 16) * 16')(node))}[:, :max_model_len]"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="table-made-dense",
+        description="the launcher hands the kernel block_table.contiguous(): a column slice of a wider table is"
+                    " copied on every call",
+        exposed_by=Exposure("a column slice of a wider block table", _logits(lambda c: c.table == "column-slice")),
+        site=m.Element(value=m.Name("block_table")),
+        mutate=lambda node: node.with_changes(value=_expr("block_table.contiguous()")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="full-rows-shortcut-reads-values",
+        description="next_n_lens dropped when every sequence has all next_n rows live, decided on the host:"
+                    " a device sync in every call, validate=False included",
+        exposed_by=Exposure("next_n_lens given (planning on meta tensors under validate=False)",
+                            _logits(lambda c: c.next_n_lens != "none")),
+        site=m.Arg(keyword=m.Name("HAS_NEXT_N_LENS")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "next_n_lens is not None and not bool((next_n_lens == dims.next_n).all())")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="context-lens-clamped-in-place-when-unvalidated",
+        description="under validate=False the launcher clamps context_lens to max_model_len in place, a safety"
+                    " net with no host sync: the caller's lengths change",
+        exposed_by=Exposure("a context past max_model_len under validate=False (planned; the inputs compared"
+                            " after)", _edit("context_lens-past-max-model-len")),
+        site=m.Element(value=m.Name("context_lens")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "context_lens if validate else context_lens.clamp_(max=max_model_len)")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="weights-checked-by-count",
+        description="weights checked by element count, not shape: transposed weights of the same size pass",
+        exposed_by=Exposure("weights in another shape of the same size (an input edit)",
+                            _edit("weights-same-size-other-shape")),
+        site=_call_named("_check_shape") & m.Call(args=[m.Arg(m.SimpleString('"weights"')), m.ZeroOrMore()]),
+        mutate=lambda node: _expr(f"(None if weights.numel() == batch * next_n * heads else {_code(node)})"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="size-one-exemption-on-the-wrong-dimension",
+        description="the size-one exemption of the stride check tests the rows, not the columns: one row with"
+                    " strided columns passes",
+        exposed_by=Exposure("a strided block table or out of one row (an input edit)", _edit("block_table-strided")),
+        site=m.Comparison(left=m.Subscript(value=m.Attribute(value=m.Name("tensor"), attr=m.Name("shape")))),
+        mutate=_replace_with("tensor.shape[0] == 1"),
+        path=VALIDATION,
         side=HOST,
     ),
 )

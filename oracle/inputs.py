@@ -11,7 +11,9 @@
 - optionally, values off the usual range (``VALUES``): every key scale 2**16 times larger
   (logits past any 16-bit float), or one NaN scale on the first sequence's last token, which
   only its last live row sees (the contract leaves that cell undefined and every other cell
-  as it was: the rows that do not see the token keep their -inf there).
+  as it was: the rows that do not see the token keep their -inf there), or one NaN head
+  weight of the first query row (that row's cells undefined, its -inf kept, every other row
+  as it was, those of its slot group too).
 """
 
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-VALUES = ("random", "large", "nan-token")
+VALUES = ("random", "large", "nan-token", "nan-weight")
 LARGE_SCALE = 2.0**16
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
@@ -172,6 +174,8 @@ def make_inputs(
     generator = torch.Generator(device).manual_seed(seed)
     q = torch.randn(batch, next_n, heads, head_dim, generator=generator, device=device).to(torch.float8_e4m3fn)
     weights = torch.randn(batch * next_n, heads, generator=generator, device=device)
+    if values == "nan-weight":
+        weights[0, 0] = float("nan")
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)

@@ -10,7 +10,9 @@ op documents is part of the contract). Every other case (by seed) makes its fres
 third runs with ``validate=False``: the unchecked path computes the same values, and two
 results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call; a result the op allocated shares memory with no input
-and no other call's result, and no input tensor changes. On the CPU interpreter every load and store is also bounds checked, and
+and no other call's result, and no input tensor changes; the
+result it allocates is dense; the planned launch reads the caller's tensors where they lie (no
+copy), and planning under ``validate=False`` reads no tensor value (it plans on meta tensors). On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
@@ -28,7 +30,7 @@ from oracle.compare import tolerance_for
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
-from suites.rejections import launch_planner
+from suites.rejections import launch_planner, same_bits
 
 GUARD_COLUMNS = 7
 # inputs up to this many elements are compared before and after the calls (a pool of
@@ -80,10 +82,12 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_tuning(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
+    assert fresh.stride() == (max_model_len, 1), \
+        f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len] tensor is dense"
     assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
     assert_owned(fresh, [*given, caller_out] + ([default_tuned] if case.tuning() else []))
     for tensor, copy in zip(given, before):
-        if copy is not None and not torch.equal(tensor, copy):
+        if copy is not None and not same_bits(tensor, copy):
             raise AssertionError(f"the op changed an input tensor of shape {tuple(tensor.shape)} (every entry, the"
                                  " unused ones too, belongs to the caller)")
     guard = backing[:, max_model_len:]
@@ -119,9 +123,34 @@ def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
                           *(knobs.get(name) for name in ("num_splits", "block_n", "num_warps", "num_stages")),
                           knobs.get("slots_per_program"))
     launch = planner(*inputs.op_args(), **inputs.op_kwargs(), **knobs)
+    passed = {tensor.untyped_storage().data_ptr() for tensor in launch.args if isinstance(tensor, torch.Tensor)}
+    for name, tensor in (("q", inputs.q), ("kv_cache", inputs.kv_cache), ("weights", inputs.weights),
+                         ("context_lens", inputs.context_lens), ("block_table", inputs.block_table),
+                         ("next_n_lens", inputs.next_n_lens)):
+        if tensor is not None and tensor.untyped_storage().data_ptr() not in passed:
+            raise AssertionError(f"the launch does not read the caller's {name} where it lies: a copy costs"
+                                 " every call an allocation and a pass over it")
+    _check_plans_without_values(planner, inputs, knobs)
     have = Tuning(launch.args[-1], launch.constexprs["BLOCK_N"], launch.constexprs["SLOT_GROUP"],
                   launch.options["num_warps"], launch.constexprs["NUM_STAGES"])
     assert have == want, f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}"
+
+
+def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
+    """Under ``validate=False`` planning reads no tensor value (no host sync, a launch that a
+    graph can replay with new values): it plans the same call on tensors of the meta device,
+    which hold none."""
+    def valueless(tensor):
+        if not isinstance(tensor, torch.Tensor):
+            return tensor
+        return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="meta")
+
+    keywords = {name: valueless(value) for name, value in inputs.op_kwargs().items()}
+    try:
+        planner(*(valueless(arg) for arg in inputs.op_args()), **keywords, validate=False, **knobs)
+    except Exception as error:  # noqa: BLE001  (any exception: it needed a value)
+        raise AssertionError(f"planning under validate=False read a tensor's values: {type(error).__name__}:"
+                             f" {error}") from error
 
 
 def measured_work(launch: MeteredLaunch) -> Work:

@@ -15,6 +15,7 @@ A ``RejectionCase`` is one edit applied to one small base input; ``check_rejecti
 it, as ``suites.check.check_case`` runs a ``Case``.
 """
 
+import functools
 import math
 import os
 import sys
@@ -64,12 +65,17 @@ class InputEdit:
     applies: Callable[[OpInputs], bool] = _always
     reads_values: bool = False  # caught only by the checks of tensor values (validate=True)
     # the base inputs (of BASES) its cases run on
-    bases: tuple[str, ...] = ("small",)
+    # "small" passes next_n_lens and several rows; "small-uniform" leaves next_n_lens out, so a
+    # check made only when it is given is caught (an edit that needs it skips that base)
+    bases: tuple[str, ...] = ("small", "small-uniform")
     quotes: str = ""  # text the message must hold: where several values are bad, the first
     # accepted, and too large to compute here: only the launch is planned (validation and tuning)
     planned_only: bool = False
     # minutes on the CPU interpreter: run by the nightly sweep (exhaustive), not by curated
     nightly: bool = False
+    # keywords of a valid call made first on the same inputs (a knob's valid value equal to the
+    # bad one): a launcher that remembers what it passed would let the bad value through
+    primer: dict = field(default_factory=dict)
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -100,6 +106,19 @@ def _keywords(**keywords) -> Callable[[OpInputs], Call]:
 def _strided(tensor: torch.Tensor) -> torch.Tensor:
     """The same values with a last-dimension stride of 2."""
     return torch.stack([tensor, tensor], dim=-1)[..., 0]
+
+
+def _same_size_other_shape(tensor: torch.Tensor) -> torch.Tensor:
+    """The same elements, dense, in the shape read backwards."""
+    return tensor.contiguous().reshape(tuple(reversed(tensor.shape)))
+
+
+def _has_other_shape_of_its_size(name: str) -> Callable[[OpInputs], bool]:
+    def test(inputs: OpInputs) -> bool:
+        tensor = caller_out(inputs) if name == "out" else getattr(inputs, name)
+        return tensor is not None and tuple(reversed(tensor.shape)) != tuple(tensor.shape)
+
+    return test
 
 
 def _elsewhere(tensor: torch.Tensor) -> torch.Tensor:
@@ -449,7 +468,10 @@ def _per_tensor_edits() -> list[InputEdit]:
         edits += [
             InputEdit(f"{name}-not-a-tensor", name, TypeError, _tensor(name, _not_a_tensor), applies),
             InputEdit(f"{name}-rank", name, ValueError, _tensor(name, lambda t: t[None]), applies),
-            InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies)),
+            # on one sequence of one row too, where a check that exempts a size-one dimension
+            # may exempt the wrong one
+            InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies),
+                      bases=("small", "small-uniform", "one-sequence-kvb64")),
             InputEdit(f"{name}-other-device", name, ValueError, _tensor(name, _elsewhere), applies),
             # accepted: the tensor starts inside its buffer, after values no call may read
             InputEdit(f"{name}-inside-its-buffer", "", None, _inside_buffer(name), applies),
@@ -457,6 +479,10 @@ def _per_tensor_edits() -> list[InputEdit]:
             InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
                       _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
         ]
+        if name not in ("context_lens", "next_n_lens"):  # (a vector has no other shape of its size)
+            # as many elements in another shape: a check that counts them lets it through
+            edits.append(InputEdit(f"{name}-same-size-other-shape", name, ValueError,
+                                   _tensor(name, _same_size_other_shape), _has_other_shape_of_its_size(name)))
     return edits
 
 
@@ -599,9 +625,10 @@ def _knob_type_edits() -> list[InputEdit]:
     another kernel; a fraction that a check by range alone lets through."""
     edits = []
     for knob, value in KNOB_VALUES.items():
-        edits += [InputEdit(f"{knob}-{kind}", knob, ValueError, lambda inputs, k=knob, v=wrong: Call(inputs, {k: v}))
+        edits += [InputEdit(f"{knob}-{kind}", knob, ValueError, lambda inputs, k=knob, v=wrong: Call(inputs, {k: v}),
+                            primer={knob: int(wrong) if kind in ("bool", "float", "numpy-int") else value})
                   for kind, wrong in (("bool", True), ("float", float(value)), ("numpy-int", numpy.int64(value)),
-                                      ("string", str(value)), ("fraction", value + 0.5))]
+                                      ("string", str(value)), ("fraction", value + 0.5), ("list", [value]))]
     return edits
 
 
@@ -801,8 +828,13 @@ EDITS: dict[str, InputEdit] = _by_name([
 
 def edited_call(edit: InputEdit, inputs: OpInputs) -> tuple[OpInputs, dict]:
     """The inputs after ``edit``, and every keyword of the op's call, ``out`` included."""
+    call, keywords = _edited(edit, inputs)
+    return call.inputs, keywords
+
+
+def _edited(edit: InputEdit, inputs: OpInputs) -> tuple[Call, dict]:
     call = edit.change(inputs)
-    return call.inputs, {**call.inputs.op_kwargs(), "out": caller_out(inputs), **call.keywords}
+    return call, {**call.inputs.op_kwargs(), "out": caller_out(inputs), **call.keywords}
 
 
 def launch_planner(op):
@@ -814,10 +846,12 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     """The launcher of ``op`` (its module's ``plan_launch``; an op without one is its own)
     accepts the edited inputs and plans their launch."""
     planner = launch_planner(op) or op
+    given = _snapshot(edited)
     try:
         planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
         raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
+    _check_unchanged(edit, given, edited)
 
 
 def is_readable(out) -> bool:
@@ -827,14 +861,13 @@ def is_readable(out) -> bool:
 
 def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     """Apply ``edit`` to valid ``inputs`` and hold ``op`` to its verdict; AssertionError if not."""
-    edited, keywords = edited_call(edit, inputs)
-    out = keywords["out"]
+    call, keywords = _edited(edit, inputs)
+    edited, out = call.inputs, keywords["out"]
     if edit.planned_only:
         _check_planned(edit, edited, keywords, op)
         return
+    given = _snapshot(edited)
     if edit.error is None:
-        given = {name: getattr(edited, name).to("cpu", copy=True) for name in UNCHANGED_TENSORS
-                 if getattr(edited, name) is not None}
         try:
             result = op(*edited.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
@@ -845,6 +878,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
+    if edit.primer:
+        _call_quietly(op, edited, {**keywords, **edit.primer, "out": None})
     # the launcher's planning, which callers and tools reach without the op, rejects it alike;
     # asked first, as it launches nothing when it wrongly accepts (65,536 splits would run for hours)
     planner = launch_planner(op)
@@ -856,6 +891,22 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if readable and not torch.equal(out, before):
         raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
     _check_quotes(edit, message)
+    if "out" not in call.keywords:  # the same rejection when the op allocates its own out
+        _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
+    _check_unchanged(edit, given, edited)
+
+
+def _call_quietly(op, inputs: OpInputs, keywords: dict) -> None:
+    try:
+        op(*inputs.op_args(), **keywords)
+    except Exception:  # noqa: BLE001  (not a valid call after all: the rejection that follows still holds)
+        pass
+
+
+def _snapshot(inputs: OpInputs) -> dict[str, torch.Tensor]:
+    """Copies of the small inputs a call must leave as it found them (those a copy can read)."""
+    return {name: tensor.to("cpu", copy=True) for name in UNCHANGED_TENSORS
+            if isinstance(tensor := getattr(inputs, name), torch.Tensor) and tensor.device.type != "meta"}
 
 
 VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
@@ -865,8 +916,17 @@ UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
 
 def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs) -> None:
     for name, was in before.items():
-        if not torch.equal(was, getattr(after, name).to("cpu")):
+        if not same_bits(was, getattr(after, name).to("cpu")):
             raise AssertionError(f"{edit.name}: the op changed the caller's {name}")
+
+
+def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
+    """Equal shapes and bytes: a NaN equals itself."""
+    def dense_bytes(tensor: torch.Tensor) -> torch.Tensor:
+        # a fresh tensor: a size-one dimension of any stride counts as contiguous, yet blocks the view
+        return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device).copy_(tensor).view(torch.uint8)
+
+    return one.shape == other.shape and one.dtype == other.dtype and torch.equal(dense_bytes(one), dense_bytes(other))
 
 
 def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, keywords: dict, op) -> None:
@@ -885,10 +945,7 @@ def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, ke
         bad.copy_(good)
     if not swapped:
         return
-    try:
-        op(*edited.op_args(), **{**keywords, "out": None})
-    except Exception:  # noqa: BLE001  (not a valid call after all: the rejection below still holds)
-        pass
+    _call_quietly(op, edited, {**keywords, "out": None})
     for bad, values in swapped:
         bad.data.copy_(values)
 
@@ -997,8 +1054,15 @@ def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
     that needs no tensor value is also made with ``validate=False``: SPEC §1 lets a caller
     skip the value checks, never the others."""
     return [RejectionCase(edit.name, base, validate) for edit in EDITS.values() for base in edit.bases
+            if edit.applies(_base_shapes(base))
             for validate in ((True, False) if _checked_unvalidated(edit) else (True,))
             if not edit.nightly or suite == "exhaustive"]
+
+
+@functools.cache
+def _base_shapes(base: str) -> OpInputs:
+    """A base's inputs, to ask an edit whether it applies (its shapes and lengths decide)."""
+    return make_inputs(**BASES[base], seed=0)
 
 
 def _checked_unvalidated(edit: InputEdit) -> bool:

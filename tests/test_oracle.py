@@ -129,6 +129,21 @@ def test_a_nan_scale_leaves_one_cell_undefined_and_the_gate_holds_the_rest(nan_t
                 compare_logits(bad, expected, magnitude)
 
 
+def test_a_nan_weight_leaves_its_row_undefined_and_every_other_row_held(device):
+    inputs = make_inputs(batch=1, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                         context_lens=[20], max_model_len=24, next_n_lens=None, seed=7, values="nan-weight")
+    expected, magnitude = reference_logits(inputs)
+    assert torch.isnan(expected[0, :19]).all() and (expected[0, 19:] == float("-inf")).all()
+    assert torch.isfinite(expected[1, :20]).all()
+    on_device = inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
+    compare_logits(got, expected, magnitude)
+    spread = got.clone()
+    spread[1, 5] = float("nan")  # the NaN reaching a row of the same slot group
+    with pytest.raises(LogitsMismatch, match="NaN"):
+        compare_logits(spread, expected, magnitude)
+
+
 def test_large_values_give_logits_past_every_16_bit_float(device):
     inputs = make_inputs(batch=1, next_n=1, heads=32, head_dim=64, kv_block=16, preshuffle=False,
                          context_lens=[20], max_model_len=20, next_n_lens=None, seed=6, values="large")

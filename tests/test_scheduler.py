@@ -25,7 +25,7 @@ class _ThreadWorker(_Worker):
     def _serve(self, conn, log, failing):
         conn.send(("ready",))
         while (task := conn.recv()) is not None:
-            overlay, case_dicts, stop_at_first_failure, _, _ = task
+            overlay, case_dicts, stop_at_first_failure = task[:3]
             for index, case in enumerate(case_dicts):
                 conn.send(("start", index))
                 log.append((self.name, overlay, case["id"]))
