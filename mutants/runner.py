@@ -90,12 +90,11 @@ class _Task:
     cases: list[int]  # indices into the run's case list
     stop_at_first_failure: bool
     sabotage: bool = False
-    # a kernel mutant's: a compile error stops it only once some case compiled, and is then a
-    # kill (the suite ran a configuration the kernel does not compile on); none compiling
-    # anywhere makes it stillborn, whichever case ran first
-    until_compiled: bool = False
-    # the cases of a named kernel configuration (a compile key): one that passed compiled
-    configured: frozenset[int] = frozenset()
+    # a kernel mutant's: each case's compile key (empty where it names no kernel
+    # configuration). A compile error then stops it only once a case of a named configuration
+    # passed, and is a kill (the suite ran a configuration the kernel does not compile on);
+    # none compiling anywhere makes it stillborn, whichever case ran first
+    compile_keys: list[tuple] | None = None
     # dealt out in shares to several workers; else one worker runs every case (a baseline
     # task: one compiled kernel's cases, kept on one worker)
     shared: bool = False
@@ -147,12 +146,13 @@ class _Progress:
         results = self.results.values()
         import_failed = any(r.text.startswith(IMPORT_FAILED) for r in results)
         stopped = self.task.stop_at_first_failure and (
-            import_failed or stops({r.result for r in results}, self.compiled(), self.task.until_compiled))
+            import_failed or stops({r.result for r in results}, self.compiled(), self.task.compile_keys is not None))
         return stopped or not self.unassigned()
 
     def compiled(self) -> bool:
         """A case of a named kernel configuration passed: the kernel compiles there."""
-        return any(r.result == PASS and i in self.task.configured for i, r in self.results.items())
+        keys = self.task.compile_keys
+        return keys is not None and any(r.result == PASS and keys[i] for i, r in self.results.items())
 
     @property
     def seconds(self) -> float:
@@ -223,9 +223,10 @@ class _Worker:
     def _send(self, case_dicts: list[dict]) -> None:
         task = self.progress.task
         self.enter("import")
+        keys = None if task.compile_keys is None else [task.compile_keys[i] for i in self.cases]
         try:
             self.conn.send((task.overlay, [case_dicts[i] for i in self.cases], task.stop_at_first_failure,
-                            task.until_compiled, task.sabotage, self.peaks))
+                            keys, task.sabotage, self.peaks))
         except OSError:
             pass  # the worker died: its pipe reports the end next
 
@@ -602,9 +603,8 @@ class Runner:
 
         order = self.first_kill_order()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
-        configured = frozenset(i for i, key in enumerate(self.case_compile_keys()) if key)
         tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
-                       until_compiled=m.side == DEVICE, configured=configured if m.side == DEVICE else frozenset(),
+                       compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
                        answered=self._answered_before(m, index))
                  for m in pending]
         history = KillHistory()

@@ -228,7 +228,9 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
         task = conn.recv()
         if task is None:
             return
-        overlay, case_dicts, stop_at_first_failure, until_compiled, sabotage, peaks = task
+        # compile_keys: a kernel mutant's, one per case, that runs until some case compiled
+        overlay, case_dicts, stop_at_first_failure, compile_keys, sabotage, peaks = task
+        until_compiled = compile_keys is not None
         if loaded is None or loaded[0] != overlay:
             started = time.perf_counter()
             try:
@@ -246,7 +248,7 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
         not_compiled = {}  # a configuration that did not compile -> the message it gave
         answered, compiled = set(), False
         for index, fields in enumerate(case_dicts):
-            key = _compile_key(fields) if until_compiled else ()
+            key = compile_keys[index] if until_compiled else ()
             if key in not_compiled:
                 conn.send(("case", index, STILLBORN, not_compiled[key], 0.0, 0))
                 answered.add(STILLBORN)
@@ -276,12 +278,6 @@ def stops(answered: set[str], compiled: bool, until_compiled: bool) -> bool:
     if answered - {PASS, STILLBORN}:
         return True
     return STILLBORN in answered and (compiled or not until_compiled)
-
-
-def _compile_key(fields: dict) -> tuple:
-    from suites.runnable import from_dict
-
-    return from_dict(fields).compile_key
 
 
 def _run_case(fields: dict, run_op, device: str, memory, peak: list) -> tuple[str, str, bool]:

@@ -46,6 +46,13 @@ class OpInputs:
     def op_kwargs(self) -> dict:
         return {"next_n_lens": self.next_n_lens, "preshuffle": self.preshuffle}
 
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the call, by argument name."""
+        return {name: tensor for name, tensor in (("q", self.q), ("kv_cache", self.kv_cache), ("weights", self.weights),
+                                                  ("context_lens", self.context_lens),
+                                                  ("block_table", self.block_table), ("next_n_lens", self.next_n_lens))
+                if isinstance(tensor, torch.Tensor)}
+
     def to(self, device) -> "OpInputs":
         """The same inputs on ``device``, each tensor with its strides and the memory around
         it (a column slice stays a slice of its whole table)."""

@@ -69,7 +69,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     backing = torch.full((rows, max_model_len + GUARD_COLUMNS), float("nan"), device=device)
     caller_out = backing[:, :max_model_len]
 
-    given = [t for t in (*on_device.op_args(), on_device.next_n_lens) if isinstance(t, torch.Tensor)]
+    given = list(on_device.tensors().values())
     before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
 
     unchecked = {"validate": False} if case.seed % 2 else {}
@@ -80,7 +80,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
             if case.tuning() else fresh
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
-        check_planned_tuning(case, op, on_device, knobs)
+        check_planned_launch(case, op, on_device, knobs)
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert fresh.stride() == (max_model_len, 1), \
         f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len] tensor is dense"
@@ -98,21 +98,21 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
 
 
-# the op's keyword defaults, as the contract documents them
+# the op's keyword defaults, as the contract documents them (singletons, compared by identity)
 KEYWORD_DEFAULTS = {"next_n_lens": None, "preshuffle": False}
 
 
 def keywords_a_caller_spells(inputs: OpInputs) -> dict:
     """The call's keywords less those at their documented defaults: a caller leaves them out."""
-    return {name: value for name, value in inputs.op_kwargs().items()
-            if not (value is None if KEYWORD_DEFAULTS[name] is None else value == KEYWORD_DEFAULTS[name])}
+    return {name: value for name, value in inputs.op_kwargs().items() if value is not KEYWORD_DEFAULTS[name]}
 
 
-def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
+def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     """The launch the op's launcher plans for ``knobs`` runs the tuning policy's choice for
     this call (``resolve_tuning`` on the call's own sizes, layout and device): a launcher that
-    hands the policy a wrong argument changes only the speed, which no value shows. An op
-    with no ``plan_launch`` in its module is not checked."""
+    hands the policy a wrong argument changes only the speed, which no value shows. It passes
+    the caller's tensors themselves, and the same call plans under ``validate=False`` without
+    reading a value. An op with no ``plan_launch`` in its module is not checked."""
     planner = launch_planner(op)
     if planner is None:
         return
@@ -124,10 +124,8 @@ def check_planned_tuning(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
                           knobs.get("slots_per_program"))
     launch = planner(*inputs.op_args(), **inputs.op_kwargs(), **knobs)
     passed = {tensor.untyped_storage().data_ptr() for tensor in launch.args if isinstance(tensor, torch.Tensor)}
-    for name, tensor in (("q", inputs.q), ("kv_cache", inputs.kv_cache), ("weights", inputs.weights),
-                         ("context_lens", inputs.context_lens), ("block_table", inputs.block_table),
-                         ("next_n_lens", inputs.next_n_lens)):
-        if tensor is not None and tensor.untyped_storage().data_ptr() not in passed:
+    for name, tensor in inputs.tensors().items():
+        if tensor.untyped_storage().data_ptr() not in passed:
             raise AssertionError(f"the launch does not read the caller's {name} where it lies: a copy costs"
                                  " every call an allocation and a pass over it")
     _check_plans_without_values(planner, inputs, knobs)

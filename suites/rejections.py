@@ -905,8 +905,8 @@ def _call_quietly(op, inputs: OpInputs, keywords: dict) -> None:
 
 def _snapshot(inputs: OpInputs) -> dict[str, torch.Tensor]:
     """Copies of the small inputs a call must leave as it found them (those a copy can read)."""
-    return {name: tensor.to("cpu", copy=True) for name in UNCHANGED_TENSORS
-            if isinstance(tensor := getattr(inputs, name), torch.Tensor) and tensor.device.type != "meta"}
+    return {name: tensor.to("cpu", copy=True) for name, tensor in inputs.tensors().items()
+            if name in UNCHANGED_TENSORS and tensor.device.type != "meta"}
 
 
 VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")

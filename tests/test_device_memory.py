@@ -130,7 +130,7 @@ def test_every_share_carries_its_cases_baseline_peaks(tmp_path):
     progress = _Progress(_Task("m", "overlay", [0, 1, 2], True))
     peaks = {0: 0, 1: 9 * GIB, 2: 5}
     worker.assign(progress, [{"id": "a"}, {"id": "b"}, {"id": "c"}], [2, 1], peaks.__getitem__)
-    overlay, dicts, first_kill, until_compiled, sabotage, sent_peaks = worker.conn.sent[-1]
+    overlay, dicts, first_kill, compile_keys, sabotage, sent_peaks = worker.conn.sent[-1]
     assert [d["id"] for d in dicts] == ["c", "b"] and sent_peaks == [5, 9 * GIB]
 
 

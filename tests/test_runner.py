@@ -158,7 +158,8 @@ def test_a_configuration_that_did_not_compile_is_not_compiled_again(tmp_path):
                                                           args=(child, "cpu", TRITON_TARGET.op, {}, None))
     worker.start()
     try:
-        parent.send((str(overlay), [to_dict(c) for c in cases], True, True, False, [0] * len(cases)))
+        parent.send((str(overlay), [to_dict(c) for c in cases], True, [c.compile_key for c in cases], False,
+                     [0] * len(cases)))
         answers = {}
         while (message := parent.recv())[0] != "done":
             if message[0] == "case":
@@ -849,7 +850,7 @@ def test_a_mutants_warnings_stay_out_of_the_runs_output(tmp_path, capfd):
     child.close()
     case = {"kind": "input-edit", "edit": "unknown-keyword", "base": "small"}
     assert parent.recv()[0] == "ready"
-    parent.send((str(tmp_path), [case], True, False, False, [0]))
+    parent.send((str(tmp_path), [case], True, None, False, [0]))
     messages = [parent.recv() for _ in range(4)]
     parent.send(None)
     worker.join(60)
