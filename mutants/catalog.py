@@ -890,6 +890,31 @@ CATALOG: tuple[Bug, ...] = (
         path=VALIDATION,
         side=HOST,
     ),
+    Bug(
+        name="devices-checked-only-with-out",
+        description="the one-device check runs only when the caller passes out (moved under the out checks):"
+                    " a cache on another device with the op's own out reaches the launch unchecked",
+        exposed_by=Exposure("a tensor on another device, the op allocating out (an input edit)",
+                            _edit("kv_cache-other-device", "q-other-device", "weights-other-device",
+                                  "context_lens-other-device", "block_table-other-device")),
+        site=_call_named("_check_one_device"),
+        mutate=lambda node: _expr(f"(None if out is None else {_code(node)})"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="out-shape-checked-only-with-next-n-lens",
+        description="the out shape check sits under the next_n_lens branch: a caller's out of the wrong"
+                    " shape passes when every next_n slot is live (next_n_lens=None)",
+        exposed_by=Exposure("an out of the wrong shape on a base without next_n_lens (an input edit)",
+                            lambda case: _edit("out-rows-short", "out-rows-long", "out-columns-short",
+                                               "out-columns-long")(case) and case.base == "small-uniform"),
+        site=m.BooleanOperation(left=m.Comparison(comparisons=[m.ComparisonTarget(operator=m.IsNot())]),
+                                right=_names("out", "batch", "next_n", "max_model_len")),
+        mutate=lambda node: node.with_changes(left=_expr("out is not None and next_n_lens is not None")),
+        path=VALIDATION,
+        side=HOST,
+    ),
 )
 
 
