@@ -891,6 +891,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="head-sum-as-a-masked-sum",
+        description="the head sum taken over all of a program's query columns, each slot's heads picked by a"
+                    " 0/1 mask (no reshape of the MMA result): NaN times 0 is NaN, so a NaN head weight of one"
+                    " next_n slot spreads to every slot of its group",
+        exposed_by=Exposure("a NaN head weight with several next_n slots in one program",
+                            _logits(lambda c: c.values == "nan-weight" and _slots(c) > 1)),
+        site=m.Call(func=m.Attribute(value=m.Name("tl"), attr=m.Name("sum")),
+                    args=[m.Arg(_call("reshape") & m.Call(args=[m.Arg(m.Name("scores")), m.ZeroOrMore()])),
+                          m.ZeroOrMore()]),
+        mutate=lambda node: _expr("tl.sum(scores[:, None, :] * (tl.arange(0, SLOT_GROUP)[:, None]"
+                                  " == (offs_r // HEADS)[None, :]).to(tl.float32)[None, :, :], axis=2)"),
+    ),
+    Bug(
         name="devices-checked-only-with-out",
         description="the one-device check runs only when the caller passes out (moved under the out checks):"
                     " a cache on another device with the op's own out reaches the launch unchecked",
