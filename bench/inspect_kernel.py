@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from mutants.compiled import compile_launch
+
 SASS_GROUPS = {
     "wgmma": ("QGMMA", "HGMMA"),
     "async_ld": ("LDGSTS", "UTMALDG", "LDGDEPBAR"),
@@ -29,19 +31,6 @@ SASS_GROUPS = {
     "barrier": ("BAR",),
     "shuffle": ("SHFL",),
 }
-
-
-def compile_launch(launch):
-    """The launch's kernel compiled for sm_90 exactly as the JIT compiles it at launch: the
-    classifier's offline compile (``mutants.compiled.jit_source``), so what is inspected here
-    is what runs and what kmut compares."""
-    import triton
-
-    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
-    from mutants.compiled import jit_source, target_of_launch
-
-    source, options, target = jit_source(kernel, target_of_launch(launch))
-    return triton.compile(source, target=target, options=options)
 
 
 def cuobjdump(compiled, flag: str) -> str:

@@ -28,6 +28,9 @@ MAX_SPLITS = 65535
 DEFAULT_ROWS_PER_PROGRAM = 128
 # A device without SMs (the CPU interpreter) runs the same split policy as if it had one.
 NOMINAL_SMS = 1
+# The shared memory one program may take on Hopper (227 KiB). The defaults keep to it on
+# every device, so the interpreter picks what an H100 or H200 runs.
+SHARED_MEMORY_BYTES = 227 * 1024
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,23 @@ def resolve_tuning(
         # The pipeliner keeps about num_stages / 2 key tiles in flight. A preshuffled tile is
         # transposed in registers after its load, which costs it one buffer at the same depth.
         num_stages = (7 if preshuffle else 6) if rows <= 128 else 5
+        fitting = [s for s in range(num_stages, 0, -1)
+                   if shared_memory_bytes(rows, dims.head_dim, block_n, s, preshuffle) <= SHARED_MEMORY_BYTES]
+        if fitting:  # else no depth fits (the query tile alone is too large): the launch fails as it did
+            num_stages = fitting[0]
     elif not _positive_int(num_stages):
         raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")
     return Tuning(num_splits, block_n, slots_per_program, num_warps, num_stages)
+
+
+def shared_memory_bytes(rows: int, head_dim: int, block_n: int, num_stages: int, preshuffle: bool) -> int:
+    """An upper bound of the shared memory the compiler gives one program on sm_90 (measured
+    with Triton 3.6 and 3.9 at head dims 256 and 512, within 5 KiB): the query tile, the key
+    tiles in flight, and the compiler's scratch. One stage keeps one tile; two stages keep
+    two, and every two stages past three one more. Pipelined, a preshuffled tile or one
+    narrower than the MMA's 64 rows (repeated in registers) keeps one fewer."""
+    in_flight = 1 if num_stages == 1 else max(2, (num_stages + 1) // 2) - (preshuffle or block_n < 64)
+    return rows * head_dim + in_flight * block_n * (head_dim + 4) + 32 * block_n + 64
 
 
 def slot_groups(next_n: int, slots_per_program: int) -> int:

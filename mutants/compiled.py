@@ -1261,6 +1261,19 @@ def _without_locations(text: str) -> str:
     return "\n".join(re.sub(r" loc\(#loc\d*\)", "", line) for line in lines)
 
 
+def compile_launch(launch):
+    """The kernel of ``launch`` (a ``kernel.plan_launch`` result) compiled for sm_90 in this
+    process, as the JIT compiles it at launch; under the interpreter too, whose kernel's
+    function is compiled, not interpreted."""
+    from triton.runtime.jit import JITFunction
+
+    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
+
+    fn = kernel if type(kernel) is JITFunction else JITFunction(
+        kernel.fn, do_not_specialize=sorted(not_specialized(kernel)))
+    return _compile(fn, target_of_launch(launch))
+
+
 def _compile(fn, target: CompileTarget):
     """The kernel compiled for ``target`` as the JIT would, into Triton's cache."""
     import triton
