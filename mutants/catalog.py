@@ -23,6 +23,7 @@ from mutants.target import TRITON_TARGET, Target
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.rejections import EDITS, RejectionCase
+from suites.tuning_defaults import DefaultsCase
 
 LAUNCHER = TRITON_TARGET.device_file
 TUNING = "kernel/tuning.py"
@@ -36,7 +37,7 @@ class CatalogError(ValueError):
 @dataclass(frozen=True)
 class Exposure:
     """What a suite must hold for a bug to show: said in words, and as a test of one case
-    (a logits ``Case`` or an input edit ``RejectionCase``)."""
+    (a logits ``Case``, an input edit ``RejectionCase`` or the pinned defaults' ``DefaultsCase``)."""
 
     text: str
     holds: Callable[[object], bool]
@@ -902,6 +903,18 @@ CATALOG: tuple[Bug, ...] = (
                           m.ZeroOrMore()]),
         mutate=lambda node: _expr("tl.sum(scores[:, None, :] * (tl.arange(0, SLOT_GROUP)[:, None]"
                                   " == (offs_r // HEADS)[None, :]).to(tl.float32)[None, :, :], axis=2)"),
+    ),
+    Bug(
+        name="stage-fit-counts-one-slot",
+        description="the default depth is fitted to shared memory with one next_n slot's query rows, not the"
+                    " program's: a slot group of two at D=512 with block_n=128 keeps a depth that does not fit"
+                    " on Hopper (the same values on the interpreter)",
+        exposed_by=Exposure("the pinned defaults, whose grid has several slots per program at D=512 and"
+                            " block_n=128", lambda case: isinstance(case, DefaultsCase)),
+        site=m.Call(func=m.Name("shared_memory_bytes")),
+        mutate=_with_arg(0, "dims.heads"),
+        path=TUNING,
+        side=HOST,
     ),
     Bug(
         name="devices-checked-only-with-out",
