@@ -917,6 +917,39 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="zero-last-stride-accepted",
+        description="the unit-stride check of a tensor whose rows may stride also takes a last stride of 0,"
+                    " meant for shared rows but on the wrong axis: a table row that is one id repeated passes",
+        exposed_by=Exposure("a block table or out whose last dimension is expanded (an input edit)",
+                            _edit("block_table-last-dim-expanded", "out-last-dim-expanded")),
+        site=m.Comparison(left=m.Call(func=m.Attribute(value=m.Name("tensor"), attr=m.Name("stride")))),
+        mutate=_replace_with("tensor.stride(-1) in (0, 1)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="stages-capped-at-the-defaults",
+        description="a caller's num_stages capped at the deepest default (7): a deeper pipeline, which the"
+                    " kernel runs, is rejected",
+        exposed_by=Exposure("num_stages deeper than any default (an input edit)",
+                            _edit("num_stages-deeper-than-the-defaults")),
+        site=m.UnaryOperation(operator=m.Not(), expression=m.Call(
+            func=m.Name("_positive_int"), args=[m.Arg(m.Name("num_stages"))])),
+        mutate=_replace_with("not _positive_int(num_stages) or num_stages > 7"),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="heads-capped-at-one-mma",
+        description="H capped at 256, one warp-group MMA's widest N: 512 heads, which the kernel runs as"
+                    " several MMAs, are rejected",
+        exposed_by=Exposure("more than 256 heads", _logits(lambda c: c.heads > 256)),
+        site=m.Comparison(left=m.BinaryOperation(left=m.Name("heads"), operator=m.BitAnd())),
+        mutate=_replace_with("heads & (heads - 1) != 0 or heads > 256"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="devices-checked-only-with-out",
         description="the one-device check runs only when the caller passes out (moved under the out checks):"
                     " a cache on another device with the op's own out reaches the launch unchecked",

@@ -278,6 +278,16 @@ def add_case(case: Case, kills: str, exposed_by: str, path: Path = CURATED_ADDIT
     return True
 
 
+def wide_programs() -> list[Case]:
+    """More than 256 query rows in one program, past one warp-group MMA's widest N: 512 heads
+    of one slot (a head count the contract allows), and 128 heads in groups of four slots.
+    Head counts past the axes' (and a narrow head dim, to keep them cheap), so these are the
+    curated cases beyond the declared values."""
+    small = replace(BASE, heads=32, head_dim=64)
+    return [replace(small, heads=512, head_dim=32, next_n=1, context="ragged"),
+            replace(small, heads=128, head_dim=32, next_n=4, slots_per_program=4, next_n_lens="ragged", batch=3)]
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -292,6 +302,7 @@ def curated() -> list[Case]:
     cases += [replace(default_tuned, next_n=3, slots_per_program=4)]  # the launcher's 8 warps and 5 stages
     cases += _cross(small, num_warps=(4, 8), num_stages=(1, 3))
     cases += [replace(small, num_warps=8, block_n=128, next_n=1)]  # 8 warps on one next_n slot: a 128-token tile
+    cases += wide_programs()
     cases += _cross(small, splits=(None, 1, 3), context=("short", "one-tile", "ragged", "max-len", "equals-nn"))
     # more splits than the table has tiles, rows filled far past it: programs with no tile
     cases += _cross(small, splits=(16,), context=("short", "ragged"), table=("exact", "spare"))
@@ -309,6 +320,9 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(3, 8, 1), batch=3, splits=3),
               replace(small, next_n=8, next_n_lens=(8, 1, 5), batch=3, splits=3),
               replace(small, next_n=8, slots_per_program=2, next_n_lens=(7, 3, 8), batch=3)]
+    # no sequence reaches its last slot groups: every program of those groups is dead in every
+    # sequence of the batch (a launcher that leaves them out must still fill their rows)
+    cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += [_on_gather_path(replace(small, table=table), layout)
@@ -331,7 +345,15 @@ def exhaustive() -> list[Case]:
     product = [c for c in cases if c.is_accepted() and not (c.next_n == 1 and c.next_n_lens == "ragged")]
     # and every curated case: the axes the product leaves out (knobs, table layouts, >2 GiB
     # pools) are covered where curated covers them, so the nightly sweep never tests less
-    return _unique(product + curated())
+    return _unique(product + curated() + long_contexts())
+
+
+def long_contexts() -> list[Case]:
+    """A million-token context beside a short one in a million-token model, at the split count
+    of a single long sequence on a large GPU (2,100 here; 3,168 on 132 SMs): split s's share of
+    the context tiles, and of the fill past the short context, are products s * length past
+    2**31. Minutes on the CPU interpreter, so nightly only."""
+    return [replace(BASE, heads=32, head_dim=64, block_n=128, next_n=1, context=(2**20, 2000), splits=2100)]
 
 
 # the sample: one in this many curated cases, and of the rest of exhaustive, chosen by seed

@@ -169,7 +169,12 @@ def interpreter_checked(device: str | torch.device):
     with interpreter_bounds_checked(), metered() as launches:
         yield
     for number, launch in enumerate(launches, start=1):
-        mismatch = work_mismatch(measured_work(launch), kernel_work(launch.args))
+        measured, model = measured_work(launch), kernel_work(launch.args)
+        mismatch = work_mismatch(measured, model)
+        # the bytes the benchmark's bandwidth figures divide by: those loaded and stored
+        moved = sum(measured.read.values()) + sum(measured.written.values())
+        if not mismatch and model.bytes_moved() != moved:
+            mismatch = f"the model's bytes moved {model.bytes_moved():,} B, where the launch loaded and stored {moved:,} B"
         if mismatch:
             raise WorkMismatch(f"launch {number} of {len(launches)}: {mismatch}")
 

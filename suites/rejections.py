@@ -473,6 +473,10 @@ def _per_tensor_edits() -> list[InputEdit]:
             InputEdit(f"{name}-strided", name, ValueError, _tensor(name, _strided), strided_applies.get(name, applies),
                       bases=("small", "small-uniform", "one-sequence-kvb64")),
             InputEdit(f"{name}-other-device", name, ValueError, _tensor(name, _elsewhere), applies),
+            # every element of a row the row's first: a last-dimension stride of 0, which a check
+            # that lets shared rows (a row stride of 0) through may let through on the wrong axis
+            InputEdit(f"{name}-last-dim-expanded", name, ValueError, _tensor(name, _last_dim_expanded),
+                      _and(applies, _last_dim_longer_than_one(name))),
             # accepted: the tensor starts inside its buffer, after values no call may read
             InputEdit(f"{name}-inside-its-buffer", "", None, _inside_buffer(name), applies),
             # accepted: a dimension of size one addresses the same elements whatever its stride
@@ -484,6 +488,17 @@ def _per_tensor_edits() -> list[InputEdit]:
             edits.append(InputEdit(f"{name}-same-size-other-shape", name, ValueError,
                                    _tensor(name, _same_size_other_shape), _has_other_shape_of_its_size(name)))
     return edits
+
+
+def _last_dim_expanded(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor[..., :1].expand(tensor.shape)
+
+
+def _last_dim_longer_than_one(name: str) -> Callable[[OpInputs], bool]:
+    def test(inputs: OpInputs) -> bool:
+        return (inputs.max_model_len if name == "out" else getattr(inputs, name).shape[-1]) > 1
+
+    return test
 
 
 def _size_one_bases(name: str) -> tuple[str, ...]:
@@ -539,6 +554,34 @@ def _padded_along(tensor: torch.Tensor, dim: int) -> torch.Tensor:
 def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     """The same values as a slice of a tensor twice as wide: unit last stride, rows apart."""
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
+
+
+def _dense_permuted(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values laid out with the first two dimensions swapped in memory: dense, no gap
+    and no element shared, yet not in the order the kernel indexes (a check of density, not of
+    order, lets it through)."""
+    return tensor.transpose(0, 1).contiguous().transpose(0, 1)
+
+
+def _permutable(name: str) -> Callable[[OpInputs], bool]:
+    """Whether swapping the first two dimensions in memory moves an element: both longer than one."""
+    return lambda inputs: min(getattr(inputs, name).shape[:2]) > 1
+
+
+def _batch_past_grid_y(inputs: OpInputs) -> Call:
+    """The base's first sequence repeated past the 65,535 programs of a grid's second (and third)
+    axis, every sequence reading the same block: the sequences lie along the first axis, which
+    takes 2**31 - 1, so a bound borrowed from the others rejects a valid batch."""
+    batch, next_n = GRID_Y_LIMIT + 1, inputs.q.shape[1]
+
+    def repeated(tensor: torch.Tensor, rows: int = 1) -> torch.Tensor:
+        return tensor[:rows].expand(batch * rows, *tensor.shape[1:]).contiguous() if rows == 1 else \
+            tensor[:rows].repeat(batch, *(1,) * (tensor.dim() - 1))
+
+    edited = replace(inputs, q=repeated(inputs.q), weights=repeated(inputs.weights, next_n),
+                     context_lens=repeated(inputs.context_lens), block_table=repeated(inputs.block_table),
+                     next_n_lens=None if inputs.next_n_lens is None else repeated(inputs.next_n_lens))
+    return Call(edited, {"out": caller_out(edited)})
 
 
 def _several_rows_of(name: str) -> Callable[[OpInputs], bool]:
@@ -685,6 +728,8 @@ EDITS: dict[str, InputEdit] = _by_name([
       for name, dims in (("q", (1, 2)), ("kv_cache", (1, 2))) for dim in dims],
     *[InputEdit(f"{name}-padded-rows", name, ValueError, _tensor(name, _padded_rows), _several_rows_of(name))
       for name in ("q", "kv_cache", "weights")],
+    *[InputEdit(f"{name}-dense-permuted", name, ValueError, _tensor(name, _dense_permuted), _permutable(name))
+      for name in ("q", "kv_cache", "weights")],
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
@@ -806,6 +851,10 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("num_warps-splitting-a-next-n-slot", "num_warps", ValueError, _keywords(num_warps=8),
               _one_next_n_slot, bases=("smallest",)),
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
+    # deeper than any default (7): a caller may pipeline deeper than the launcher does
+    InputEdit("num_stages-deeper-than-the-defaults", "", None, _keywords(num_stages=8)),
+    InputEdit("q-batch-past-the-grid-y-bound", "", None, _batch_past_grid_y, planned_only=True,
+              bases=("smallest",)),
     InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),
     *_knob_type_edits(),
     *_knob_range_edits(),

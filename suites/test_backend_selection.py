@@ -1,0 +1,63 @@
+"""How importing ``kernel`` picks the backend on a machine with no CUDA device.
+
+Triton reads ``TRITON_INTERPRET`` once, when it is first imported, so ``kernel`` sets it
+before that, unless the caller has already chosen: an import of triton first is refused only
+when the choice would still be ``kernel``'s to make. Each case runs in a fresh process (the
+import order is per process) with every CUDA device hidden.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# a call whose logits are held to the reference, and the interpreter setting it ran under
+COMPUTE = """
+import os
+from kernel import fp8_paged_mqa_logits
+from oracle import compare_logits, make_inputs, reference_logits
+from oracle.compare import INTERPRETER_TOLERANCE
+inputs = make_inputs(batch=2, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                     context_lens=[40, 21], max_model_len=48, next_n_lens=None, seed=3)
+compare_logits(fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs()), *reference_logits(inputs),
+               rtol=INTERPRETER_TOLERANCE)
+print("TRITON_INTERPRET=" + os.environ["TRITON_INTERPRET"])
+"""
+
+
+def _run(code: str, interpret: str | None) -> subprocess.CompletedProcess:
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(PROJECT_ROOT)}
+    if interpret is not None:
+        env["TRITON_INTERPRET"] = interpret
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT,
+                          timeout=600)
+
+
+def test_kernel_imported_first_selects_the_interpreter():
+    run = _run("import kernel\n" + COMPUTE, interpret=None)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("TRITON_INTERPRET=1")
+
+
+def test_triton_imported_first_with_the_interpreter_chosen_runs():
+    """The caller chose the interpreter before importing triton: nothing is left to select."""
+    run = _run("import triton\nimport kernel\n" + COMPUTE, interpret="1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("TRITON_INTERPRET=1")
+
+
+def test_triton_imported_first_without_a_choice_is_refused_in_one_line():
+    run = _run("import triton\nimport kernel\n", interpret=None)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: kernel: no CUDA device, and triton was imported before kernel"), last
+
+
+def test_a_choice_the_caller_made_is_kept():
+    """TRITON_INTERPRET=0 (an offline compile for a GPU on a machine without one) stays 0."""
+    run = _run("import triton\nimport kernel, os\nprint(os.environ['TRITON_INTERPRET'])", interpret="0")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "0"
