@@ -977,6 +977,14 @@ CATALOG: tuple[Bug, ...] = (
 )
 
 
+def _text_of(source: str, span) -> str:
+    """The text of ``source`` between a CodeRange's start and end (lines from 1, columns from 0)."""
+    lines = source.split("\n")[span.start.line - 1:span.end.line]
+    lines[-1] = lines[-1][:span.end.column]
+    lines[0] = lines[0][span.start.column:]
+    return "\n".join(lines)
+
+
 def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[cst.CSTNode]]:
     """Per bug name, the nodes matching its site in the code ``scope`` covers, outermost
     first: one walk of the module for all of ``bugs``."""
@@ -1014,8 +1022,9 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
             scopes[bug.name] = target.scope(bug.path, bug.side)
         except LookupError as error:
             raise CatalogError(f"catalog bug {bug.name!r}: {error}") from None
-    wrappers = {path: MetadataWrapper(cst.parse_module(read_source(path, root)), unsafe_skip_copy=True)
-                for path in dict.fromkeys(bug.path for bug in catalog)}
+    sources = {path: read_source(path, root) for path in dict.fromkeys(bug.path for bug in catalog)}
+    wrappers = {path: MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+                for path, source in sources.items()}
     sites = {}
     for path, side in dict.fromkeys((bug.path, bug.side) for bug in catalog):
         bugs = [bug for bug in catalog if (bug.path, bug.side) == (path, side)]
@@ -1032,15 +1041,17 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
         site = sites[bug.name][0]
         replacement = bug.mutate(site)
         mutated = module.deep_replace(site, replacement)
-        # the whitespace-inclusive start counts the site's own parentheses, as `before` does
-        position = wrapper.resolve(WhitespaceInclusivePositionProvider)[site].start
+        # the whitespace-inclusive span counts the site's own parentheses
+        span = wrapper.resolve(WhitespaceInclusivePositionProvider)[site]
         mutants.append(Mutant(
             id=bug.name,
             origin="catalog",
             path=bug.path,
-            line=position.line,
-            column=position.column,
-            before=module.code_for_node(site),
+            line=span.start.line,
+            column=span.start.column,
+            # the file's own text: a site over several lines keeps its continuation lines'
+            # indent, which the node's code alone, rendered outside its block, drops
+            before=_text_of(sources[bug.path], span),
             after=module.code_for_node(replacement),
             description=bug.description,
             exposed_by=bug.exposed_by.text,
