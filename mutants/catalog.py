@@ -950,6 +950,36 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="key-scales-floored",
+        description="the key scales floored at 1e-12, the quantizer's floor on amax taken for one on the"
+                    " scale: every positive scale is valid, and a cache of small keys comes out wrong",
+        exposed_by=Exposure("key scales 2**40 times smaller", _logits(lambda c: c.values == "tiny")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scales"))]),
+        mutate=lambda node: node.with_changes(value=_expr("tl.maximum(tl.load(scale_ptrs), 1e-12)")),
+    ),
+    Bug(
+        name="max-model-len-any-integer-like",
+        description="max_model_len checked as integer-like (__index__), not as an int: a numpy int passes"
+                    " the check and fails inside the launch, after out is allocated",
+        exposed_by=Exposure("max_model_len as a numpy int or a tensor (an input edit)",
+                            _edit("max_model_len-numpy-int", "max_model_len-tensor")),
+        site=m.UnaryOperation(operator=m.Not(), expression=m.Call(
+            func=m.Name("isinstance"), args=[m.Arg(m.Name("max_model_len")), m.Arg(m.Name("int"))])),
+        mutate=_replace_with('not hasattr(max_model_len, "__index__")'),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="heads-a-multiple-of-16",
+        description="H checked as a power of two or a multiple of 16 (another backend's rule): 48 heads pass"
+                    " and the kernel's query-row range is no power of two",
+        exposed_by=Exposure("48 heads (an input edit)", _edit("q-heads-multiple-of-16-not-power-of-two")),
+        site=m.Comparison(left=m.BinaryOperation(left=m.Name("heads"), operator=m.BitAnd())),
+        mutate=_replace_with("heads % 16 != 0 and heads & (heads - 1) != 0"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="devices-checked-only-with-out",
         description="the one-device check runs only when the caller passes out (moved under the out checks):"
                     " a cache on another device with the op's own out reaches the launch unchecked",

@@ -13,7 +13,9 @@
   only its last live row sees (the contract leaves that cell undefined and every other cell
   as it was: the rows that do not see the token keep their -inf there), or one NaN head
   weight of the first query row (that row's cells undefined, its -inf kept, every other row
-  as it was, those of its slot group too).
+  as it was, those of its slot group too); or every key scale 2**40 times smaller (logits
+  near 1e-11); or key scales 2**125 times larger and head weights 2**110 times smaller, so
+  that a product of a dot and a scale overflows float32 though every logit is near 1e8.
 """
 
 from dataclasses import dataclass
@@ -21,8 +23,11 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-VALUES = ("random", "large", "nan-token", "nan-weight")
+VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy")
 LARGE_SCALE = 2.0**16
+TINY_SCALE = 2.0**-40
+# key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
+HEAVY_SCALE, LIGHT_WEIGHT = 2.0**125, 2.0**-110
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
 
@@ -183,6 +188,8 @@ def make_inputs(
     weights = torch.randn(batch * next_n, heads, generator=generator, device=device)
     if values == "nan-weight":
         weights[0, 0] = float("nan")
+    elif values == "scale-heavy":
+        weights = weights * LIGHT_WEIGHT
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
@@ -198,8 +205,11 @@ def make_inputs(
     for b, ctx in enumerate(context_lens):
         blocks = table[b, : -(-ctx // kv_block)].long()
         keys, scales = quantize_per_token(random_keys(len(blocks) * kv_block, head_dim, generator))
-        if values == "large":
-            scales = scales * LARGE_SCALE
+        if values in ("large", "tiny", "scale-heavy"):
+            factor = {"large": LARGE_SCALE, "tiny": TINY_SCALE, "scale-heavy": HEAVY_SCALE}[values]
+            scales = (scales.double() * factor).float()
+            if not torch.isfinite(scales).all():
+                raise ValueError(f"make_inputs: {values} scales overflow float32")
         elif values == "nan-token" and b == 0:
             scales[ctx - 1] = float("nan")
         kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)

@@ -80,8 +80,9 @@ class Case:
     # the table to its last column; column-slice: a column slice of a wider table
     table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
     # random data; every key scale 2**16 times larger; one NaN scale, seen by one row only; one
-    # NaN head weight of one query row
-    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight"), compiled=False,
+    # NaN head weight of one query row; key scales 2**40 times smaller; key scales 2**125 times
+    # larger against head weights 2**110 times smaller (the order of products decides overflow)
+    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy"), compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
 
     @property
@@ -329,10 +330,12 @@ def curated() -> list[Case]:
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     cases += [_on_gather_path(replace(small, pool=pool), layouts[0]) for layouts in GATHER_PATHS.values()
               for pool in ("over-2gib", "over-8gib")]
-    # data off the usual range on every gather path: logits past 16-bit floats, and a NaN the
-    # rows that do not see its token must not see (their -inf kept, no NaN spread by a split)
+    # data off the usual range on every gather path: logits past 16-bit floats, a NaN the rows
+    # that do not see its token must not see (their -inf kept, no NaN spread by a split), scales
+    # below any floor, and scales that overflow when multiplied before the weights
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
-              for layouts in GATHER_PATHS.values() for values in ("large", "nan-token", "nan-weight")]
+              for layouts in GATHER_PATHS.values()
+              for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy")]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

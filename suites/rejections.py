@@ -385,6 +385,22 @@ def _heads(count: Callable[[OpInputs], int]) -> Callable[[OpInputs], Call]:
     return change
 
 
+def _half_again_as_many_heads(inputs: OpInputs) -> Call:
+    """q and weights with half again as many heads (48 of 32): a multiple of 16, no power of two."""
+    heads = inputs.q.shape[2]
+    return Call(replace(inputs, q=torch.cat([inputs.q, inputs.q[:, :, :heads // 2]], dim=2),
+                        weights=torch.cat([inputs.weights, inputs.weights[:, :heads // 2]], dim=1)))
+
+
+def _sliding_window_table(inputs: OpInputs) -> Call:
+    """A block table whose rows overlap, each one entry on from the last (a row stride of 1):
+    a read-only table may share its entries so, and every entry a sequence uses is a valid id."""
+    table = inputs.block_table
+    batch, width = table.shape
+    ids = torch.cat([table[0], table[1:, -1]]).contiguous()
+    return Call(replace(inputs, block_table=ids.as_strided((batch, width), (1, 1))))
+
+
 def _fewest_heads(inputs: OpInputs) -> int:
     """The fewest heads the kernel takes with this next_n: a power of two filling 16 query rows."""
     return max(1, KERNEL_MIN_QUERY_ROWS // _padded_next_n(inputs))
@@ -708,6 +724,9 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("q-no-heads", "q", ValueError, _empty_q(2)),
     InputEdit("q-heads-not-power-of-two", "q", ValueError, _heads(lambda i: i.q.shape[2] * 3 // 4),
               lambda i: i.q.shape[2] >= 4),
+    # a multiple of 16, as another backend's rule would have it, and no power of two
+    InputEdit("q-heads-multiple-of-16-not-power-of-two", "q", ValueError, _half_again_as_many_heads,
+              lambda i: i.q.shape[2] * 3 // 2 % 16 == 0),
     InputEdit("q-too-few-query-rows", "q", ValueError, _heads(lambda i: _fewest_heads(i) // 2),
               lambda i: _fewest_heads(i) >= 2, bases=("small", "smallest")),
     InputEdit("q-fewest-query-rows", "", None, _heads(_fewest_heads), lambda i: _fewest_heads(i) <= i.q.shape[2],
@@ -736,6 +755,8 @@ EDITS: dict[str, InputEdit] = _by_name([
               lambda i: i.kv_cache.shape[0] >= 2),  # one block is dense whatever its stride
     # a table the op only reads may share its rows: every sequence reading the longest one's blocks
     InputEdit("block_table-rows-shared", "", None, _shared_table_rows, _several_sequences),
+    InputEdit("block_table-rows-overlapping", "", None, _sliding_window_table,
+              lambda i: _several_sequences(i) and i.block_table.shape[1] > 1),
     InputEdit("out-rows-overlapping", "out", ValueError, _overlapping_out, _several_rows,
               bases=("small", "one-sequence-next-n-3", "small-next-n-1")),
     # every row the same memory: a row stride of 0 (an expanded row)
@@ -763,6 +784,11 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("max_model_len-zero", "max_model_len", ValueError, _max_model_len(lambda i: 0)),
     InputEdit("max_model_len-float", "max_model_len", TypeError, _max_model_len(lambda i: float(i.max_model_len))),
     InputEdit("max_model_len-bool", "max_model_len", TypeError, _max_model_len(lambda i: True)),
+    # integer-like, not an int: what the kernel's launch and torch.empty take as a length differs
+    InputEdit("max_model_len-numpy-int", "max_model_len", TypeError,
+              _max_model_len(lambda i: numpy.int64(i.max_model_len))),
+    InputEdit("max_model_len-tensor", "max_model_len", TypeError,
+              _max_model_len(lambda i: torch.tensor(i.max_model_len))),
     InputEdit("max_model_len-past-int32-positions", "max_model_len", ValueError,
               _max_model_len(lambda i: 2**40, pass_out=False)),
     InputEdit("max_model_len-one-past-its-bound", "max_model_len", ValueError,
@@ -853,6 +879,9 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("num_stages-zero", "num_stages", ValueError, _keywords(num_stages=0)),
     # deeper than any default (7): a caller may pipeline deeper than the launcher does
     InputEdit("num_stages-deeper-than-the-defaults", "", None, _keywords(num_stages=8)),
+    # past any shared memory with wide tiles: a caller's depth is the caller's, passed through
+    # (a GPU refuses it at launch), so the launcher plans it
+    InputEdit("num_stages-past-shared-memory", "", None, _keywords(num_stages=64, block_n=128), planned_only=True),
     InputEdit("q-batch-past-the-grid-y-bound", "", None, _batch_past_grid_y, planned_only=True,
               bases=("smallest",)),
     InputEdit("slots_per_program-zero", "slots_per_program", ValueError, _keywords(slots_per_program=0)),

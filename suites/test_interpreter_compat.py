@@ -9,6 +9,13 @@ def test_triton_3_6_with_numpy_2_4_is_refused_in_one_line():
     assert why.startswith("kernel: Triton 3.6.0's CPU interpreter cannot run with numpy 2.4.6")
 
 
+def test_older_tritons_are_refused_too():
+    """Triton 3.5's interpreter fails the same way with numpy 2.4 (checked on three small
+    cases: "only 0-dimensional arrays can be converted to Python scalars")."""
+    assert interpreter_incompatibility("3.5.0", "2.4.6") is not None
+    assert interpreter_incompatibility("3.4.1", "2.5.0") is not None
+
+
 def test_versions_compare_by_number_not_as_decimals():
     """Minor versions past 9: numpy 2.10 is newer than 2.4, Triton 3.10 newer than 3.6."""
     assert interpreter_incompatibility("3.6.0", "2.10.0") is not None

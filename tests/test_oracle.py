@@ -104,6 +104,16 @@ def test_gate_catches_nan_and_shape(kernel_out, reference):
         compare_logits(kernel_out[:, :-1], expected, magnitude)
 
 
+def test_a_reference_mostly_nan_is_refused_not_passed(kernel_out, reference):
+    """Inputs that feed NaN to most cells (a scale overflowed while building them) leave the
+    gate nothing to hold: it refuses them instead of passing any result."""
+    expected, magnitude = reference
+    mostly_nan = expected.clone()
+    mostly_nan[:, : expected.shape[1] * 3 // 4] = float("nan")
+    with pytest.raises(ValueError, match="too little to compare"):
+        compare_logits(torch.zeros_like(kernel_out), mostly_nan, magnitude)
+
+
 @pytest.fixture(scope="module")
 def nan_token_inputs():
     return make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
