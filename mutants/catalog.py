@@ -1007,12 +1007,19 @@ CATALOG: tuple[Bug, ...] = (
 )
 
 
-def _text_of(source: str, span) -> str:
-    """The text of ``source`` between a CodeRange's start and end (lines from 1, columns from 0)."""
+def _site_text(source: str, span, code: str) -> tuple[int, int, str]:
+    """(line, column, text) of a site in the file's own text: from the first line of the node's
+    code (a statement's span starts at its indent and blank lines), to the span's end. A site
+    over several lines keeps its continuation lines' indent, which the node's code alone,
+    rendered outside its block, drops."""
     lines = source.split("\n")[span.start.line - 1:span.end.line]
     lines[-1] = lines[-1][:span.end.column]
     lines[0] = lines[0][span.start.column:]
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    skipped = text[:text.index(code.split("\n", 1)[0])]
+    line = span.start.line + skipped.count("\n")
+    column = len(skipped) - (skipped.rindex("\n") + 1) if "\n" in skipped else span.start.column + len(skipped)
+    return line, column, text[len(skipped):]
 
 
 def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[cst.CSTNode]]:
@@ -1072,16 +1079,15 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
         replacement = bug.mutate(site)
         mutated = module.deep_replace(site, replacement)
         # the whitespace-inclusive span counts the site's own parentheses
-        span = wrapper.resolve(WhitespaceInclusivePositionProvider)[site]
+        line, column, before = _site_text(sources[bug.path], wrapper.resolve(WhitespaceInclusivePositionProvider)[site],
+                                          module.code_for_node(site))
         mutants.append(Mutant(
             id=bug.name,
             origin="catalog",
             path=bug.path,
-            line=span.start.line,
-            column=span.start.column,
-            # the file's own text: a site over several lines keeps its continuation lines'
-            # indent, which the node's code alone, rendered outside its block, drops
-            before=_text_of(sources[bug.path], span),
+            line=line,
+            column=column,
+            before=before,
             after=module.code_for_node(replacement),
             description=bug.description,
             exposed_by=bug.exposed_by.text,
