@@ -29,7 +29,9 @@ print("TRITON_INTERPRET=" + os.environ["TRITON_INTERPRET"])
 
 def _run(code: str, interpret: str | None) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(PROJECT_ROOT)}
+    # the project first, then whatever the caller's path held (packages installed beside it)
+    paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(paths)}
     if interpret is not None:
         env["TRITON_INTERPRET"] = interpret
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT,

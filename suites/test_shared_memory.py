@@ -47,7 +47,8 @@ def compile_plans() -> None:
 
 @pytest.fixture(scope="module")
 def compiled():
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(PROJECT_ROOT)}
+    paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join(paths)}
     run = subprocess.run([sys.executable, "-c", "from suites.test_shared_memory import compile_plans; compile_plans()"],
                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
