@@ -56,6 +56,7 @@ from kernel.gfx950_config import (
     WAVE_SIZE,
     KernelConfig,
 )
+from kernel.python_path import PROJECT_ROOT, project_first
 from kernel.validation import check_inputs
 
 # -- the MFMA shape: 16 heads x 16 tokens x 128 channels, 64 lanes --
@@ -338,18 +339,17 @@ def compile_for_gfx950(config: KernelConfig | None = None, *, timeout: float = 1
     toolkit = rocm_toolkit_root()
     if toolkit is None:
         raise CompileError("no ld.lld found: install lld (e.g. apt-get install lld-19) or set ROCM_PATH")
-    repo_root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory(prefix="flydsl-gfx950-") as dump_dir:
         env = dict(
             os.environ,
             **compile_only_environment(toolkit),
             FLYDSL_DUMP_DIR=dump_dir,
-            PYTHONPATH=os.pathsep.join(filter(None, [str(repo_root), os.environ.get("PYTHONPATH")])),
+            PYTHONPATH=project_first(),
         )
         try:
             done = subprocess.run(
                 [sys.executable, "-m", "kernel.flydsl_gfx950", json.dumps(asdict(config))],
-                cwd=repo_root, env=env, capture_output=True, text=True, timeout=timeout,
+                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
             )
         except subprocess.TimeoutExpired as exc:
             raise CompileError(f"compiling {config} took over {timeout:.0f} s") from exc

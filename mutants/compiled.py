@@ -537,7 +537,9 @@ class _Compiler:
         if self.triton_cache is not None:
             env["TRITON_CACHE_DIR"] = str(self.triton_cache)
             env[FRONT_END_MEMO_ENV] = str(self.triton_cache.parent / "front-end")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+        from kernel.python_path import project_first  # importing kernel picks Triton's backend: not at load
+
+        env["PYTHONPATH"] = project_first(PROJECT_ROOT, env)
         self.stderr = tempfile.TemporaryFile()
         # a session of its own, so a timeout also ends the ptxas or nvdisasm it is waiting on
         self.process = subprocess.Popen(

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernel.python_path import project_first
 from suites.runnable import to_dict
 
 FINDING_EXIT = 86  # what memcheck exits with when it found an error
@@ -65,7 +66,7 @@ def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root:
              environment: dict[str, str] | None = None) -> Finding | None:
     """The first invalid access the cases make with the op from ``overlay``, or None."""
     env = {**os.environ, **(environment or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+           "PYTHONPATH": project_first(root)}
     command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
                "--padding", str(PADDING_BYTES),
                "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,

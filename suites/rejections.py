@@ -590,8 +590,7 @@ def _batch_past_grid_y(inputs: OpInputs) -> Call:
     batch, next_n = GRID_Y_LIMIT + 1, inputs.q.shape[1]
 
     def repeated(tensor: torch.Tensor, rows: int = 1) -> torch.Tensor:
-        return tensor[:rows].expand(batch * rows, *tensor.shape[1:]).contiguous() if rows == 1 else \
-            tensor[:rows].repeat(batch, *(1,) * (tensor.dim() - 1))
+        return tensor[:rows].repeat(batch, *(1,) * (tensor.dim() - 1))
 
     edited = replace(inputs, q=repeated(inputs.q), weights=repeated(inputs.weights, next_n),
                      context_lens=repeated(inputs.context_lens), block_table=repeated(inputs.block_table),

@@ -9,9 +9,9 @@ import order is per process) with every CUDA device hidden.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from kernel.python_path import PROJECT_ROOT, project_first
+
 
 # a call whose logits are held to the reference, and the interpreter setting it ran under
 COMPUTE = """
@@ -29,9 +29,7 @@ print("TRITON_INTERPRET=" + os.environ["TRITON_INTERPRET"])
 
 def _run(code: str, interpret: str | None) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
-    # the project first, then whatever the caller's path held (packages installed beside it)
-    paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(paths)}
+    env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": project_first()}
     if interpret is not None:
         env["TRITON_INTERPRET"] = interpret
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT,

@@ -11,11 +11,11 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from kernel.tuning import shared_memory_bytes
+from kernel.python_path import PROJECT_ROOT, project_first
 
 # what one block may take on sm_90 (the H100's and H200's opt-in maximum), as CUDA states it
 HOPPER_SHARED_MEMORY_BYTES = 227 * 1024
@@ -24,7 +24,6 @@ HEAD_DIM = 512
 ROWS = {64: (64, 1), 128: (64, 2), 256: (256, 1)}
 PLANS = [(rows, block_n, preshuffle) for rows in ROWS for block_n in (64, 128) for preshuffle in (False, True)
          if block_n == 128 or rows == 256]
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def compile_plans() -> None:
@@ -47,8 +46,7 @@ def compile_plans() -> None:
 
 @pytest.fixture(scope="module")
 def compiled():
-    paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join(paths)}
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": project_first()}
     run = subprocess.run([sys.executable, "-c", "from suites.test_shared_memory import compile_plans; compile_plans()"],
                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]

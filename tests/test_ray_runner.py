@@ -21,6 +21,7 @@ from mutants.ray_runner import ClusterError, RayRunner, join_cluster  # noqa: E4
 from mutants.runner import Runner, _descendants  # noqa: E402
 from mutants.sets import select_mutants  # noqa: E402
 from mutants.store import Scope, Store  # noqa: E402
+from kernel.python_path import project_first  # noqa: E402
 from suites.cases import smoke  # noqa: E402
 from test_runner import _launcher_prefixed, _mutant  # noqa: E402
 
@@ -38,7 +39,7 @@ def cluster():
     """The head, without CPUs, and two nodes; their workers import this checkout, as nodes
     with the project installed do."""
     previous = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), previous]))
+    os.environ["PYTHONPATH"] = project_first()
     local = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False})
     try:
         for _ in range(2):
