@@ -1004,6 +1004,16 @@ CATALOG: tuple[Bug, ...] = (
         path=VALIDATION,
         side=HOST,
     ),
+    Bug(
+        name="narrow-tile-copies-averaged",
+        description="the copies of a narrow tile (repeated to fill the MMA's 64 rows) combined by their mean,"
+                    " not their max: the same logits, unless two copies of a pre-scale logit overflow float32"
+                    " when added",
+        exposed_by=Exposure("a tile narrower than 64 tokens with pre-scale logits near float32's maximum",
+                            _logits(lambda c: c.values == "weight-heavy" and _tile(c) < 64)),
+        site=_call("max") & m.Call(args=[m.Arg(_call("reshape")), m.Arg()]),
+        mutate=lambda node: _expr(f"tl.sum({_code(node.args[0].value)}, axis=0) / TILE_REPEAT"),
+    ),
 )
 
 

@@ -15,7 +15,10 @@
   weight of the first query row (that row's cells undefined, its -inf kept, every other row
   as it was, those of its slot group too); or every key scale 2**40 times smaller (logits
   near 1e-11); or key scales 2**125 times larger and head weights 2**110 times smaller, so
-  that a product of a dot and a scale overflows float32 though every logit is near 1e8.
+  that a product of a dot and a scale overflows float32 though every logit is near 1e8; or
+  head weights made positive and, per sequence, so large that the largest visible logit before
+  its key scale lies at 0.7 of float32's maximum, the key scales that much smaller (every
+  logit ordinary): a sum of two copies of that pre-scale logit overflows, a max does not.
 """
 
 from dataclasses import dataclass
@@ -23,11 +26,13 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy")
+VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy")
 LARGE_SCALE = 2.0**16
 TINY_SCALE = 2.0**-40
 # key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
 HEAVY_SCALE, LIGHT_WEIGHT = 2.0**125, 2.0**-110
+# where weight-heavy data puts each sequence's largest visible pre-scale logit
+WEIGHT_HEAVY_PEAK = 0.7 * torch.finfo(torch.float32).max
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
 
@@ -119,6 +124,16 @@ def unpack_blocks(blocks: torch.Tensor, preshuffle: bool) -> tuple[torch.Tensor,
     return keys, scales
 
 
+def _largest_visible_pre_scale_logit(q: torch.Tensor, keys: torch.Tensor, weights: torch.Tensor) -> float:
+    """The largest of one sequence's visible logits before its key scale, in float64: the
+    head sum of relu(q . key) * weight, row i of ``live`` seeing tokens up to ctx - live + i."""
+    live, ctx = q.shape[0], keys.shape[0]
+    dots = torch.einsum("ihd,td->iht", q.double(), keys.double()).clamp(min=0)
+    logits = (dots * weights.double()[:, :, None]).sum(dim=1)
+    visible = torch.arange(ctx, device=q.device)[None, :] <= (ctx - live + torch.arange(live, device=q.device))[:, None]
+    return logits[visible].max().item()
+
+
 def random_keys(num_tokens: int, head_dim: int, generator: torch.Generator) -> torch.Tensor:
     """Float keys whose magnitude varies from token to token, so per-token scales matter."""
     device = generator.device
@@ -190,6 +205,8 @@ def make_inputs(
         weights[0, 0] = float("nan")
     elif values == "scale-heavy":
         weights = weights * LIGHT_WEIGHT
+    elif values == "weight-heavy":
+        weights = weights.abs()
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
@@ -212,6 +229,14 @@ def make_inputs(
                 raise ValueError(f"make_inputs: {values} scales overflow float32")
         elif values == "nan-token" and b == 0:
             scales[ctx - 1] = float("nan")
+        elif values == "weight-heavy":
+            live = next_n if next_n_lens is None else next_n_lens[b]
+            rows = slice(b * next_n, b * next_n + live)
+            factor = WEIGHT_HEAVY_PEAK / _largest_visible_pre_scale_logit(q[b, :live], keys[:ctx], weights[rows])
+            weights[rows] = (weights[rows].double() * factor).float()
+            scales = (scales.double() / factor).float()
+            if scales.abs().min() < torch.finfo(torch.float32).tiny:
+                raise ValueError("make_inputs: weight-heavy scales fall below float32's normal range")
         kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)
 
     return OpInputs(

@@ -81,8 +81,10 @@ class Case:
     table: str = _axis("spare", ("spare", "exact", "column-slice"), compiled=False, spell=_prefixed("table_"))
     # random data; every key scale 2**16 times larger; one NaN scale, seen by one row only; one
     # NaN head weight of one query row; key scales 2**40 times smaller; key scales 2**125 times
-    # larger against head weights 2**110 times smaller (the order of products decides overflow)
-    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy"), compiled=False,
+    # larger against head weights 2**110 times smaller (the order of products decides overflow);
+    # head weights that put a pre-scale logit at 0.7 of float32's maximum, key scales to match
+    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy"),
+                        compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
 
     @property
@@ -332,10 +334,15 @@ def curated() -> list[Case]:
               for pool in ("over-2gib", "over-8gib")]
     # data off the usual range on every gather path: logits past 16-bit floats, a NaN the rows
     # that do not see its token must not see (their -inf kept, no NaN spread by a split), scales
-    # below any floor, and scales that overflow when multiplied before the weights
+    # below any floor, scales that overflow when multiplied before the weights, and pre-scale
+    # logits within a factor of two of float32's maximum (every narrow tile too: its copies
+    # of one tile must not be added)
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
-              for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy")]
+              for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy")]
+    cases += [_on_gather_path(replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3), layout)
+              for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64]
+    cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

@@ -163,6 +163,24 @@ def test_large_values_give_logits_past_every_16_bit_float(device):
     compare_logits(fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu(), expected, magnitude)
 
 
+def test_weight_heavy_values_put_a_pre_scale_logit_where_two_copies_overflow(device):
+    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=8, values="weight-heavy")
+    expected, magnitude = reference_logits(inputs)
+    float32_max = torch.finfo(torch.float32).max
+    visible = torch.isfinite(expected)
+    assert visible.any() and expected[visible].abs().max() < 1e6  # the logits themselves are ordinary
+    for b, ctx in enumerate([20, 37]):
+        _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[b, :-(-ctx // 16)].long()], False)
+        rows = expected[b * 2:b * 2 + 2, :ctx]
+        pre_scale = rows / scales.double().reshape(-1)[:ctx]
+        largest = pre_scale[torch.isfinite(pre_scale)].max()
+        assert float32_max / 2 < largest < float32_max  # one copy fits float32, two added do not
+    on_device = inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs(), block_n=16).cpu()
+    compare_logits(got, expected, magnitude)
+
+
 def test_reference_mask_follows_the_causal_rule(inputs, reference):
     expected, _ = reference
     # sequence 0: ctx 70, 2 live rows; sequence 1: ctx 33, 1 live row of 2
