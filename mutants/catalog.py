@@ -400,6 +400,15 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
     ),
     Bug(
+        name="int32-q-row-offset",
+        description="the query rows' offsets computed in 32 bits: a q past 2**31 elements (a long batch of"
+                    " many heads) reads its last sequences' queries from before q",
+        exposed_by=Exposure("a q whose last sequence starts past 2**31 elements (an input edit)",
+                            _edit("q-rows-past-int32-elements")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("q_ptrs"))]),
+        mutate=lambda node: node.with_changes(value=_expr("q_ptr + q_rows[:, None] * HEAD_DIM + offs_d[None, :]")),
+    ),
+    Bug(
         name="live-rows-counted-within-the-group",
         description="the causal bound tests a row's slot within its group, not within the sequence, against"
                     " the live-row count: a group past the first that is partly live computes its dead rows",

@@ -10,9 +10,10 @@ It costs a process start and a slower run (the kernels come from the run's compi
 so only the mutants that survived the suite are re-run under it, side by side. An invalid access kills the mutant,
 with the case it happened in and the sanitizer's first finding as the reason.
 
-Run as ``python -m mutants.sanitize OVERLAY CASES_JSON`` (what the parent starts under the
-sanitizer), it imports the op from ``OVERLAY`` and runs the cases, printing a marker line
-before each so that a finding can be traced to its case.
+Run as ``python -m mutants.sanitize OVERLAY CASES_FILE`` (what the parent starts under the
+sanitizer; the file holds the cases as JSON, too many for a command line), it imports the op
+from ``OVERLAY`` and runs the cases, printing a marker line before each so that a finding can
+be traced to its case.
 """
 
 import json
@@ -21,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,20 +69,23 @@ def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root:
     """The first invalid access the cases make with the op from ``overlay``, or None."""
     env = {**os.environ, **(environment or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
            "PYTHONPATH": project_first(root)}
-    command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
-               "--padding", str(PADDING_BYTES),
-               "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,
-               json.dumps([to_dict(c) for c in cases])]
-    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, start_new_session=True)
-    with _running_lock:
-        _running.add(process)
-    try:
-        output, _ = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    finally:
-        _end(process)
+    with tempfile.NamedTemporaryFile("w", prefix="kmut-memcheck-", suffix=".json") as case_file:
+        json.dump([to_dict(c) for c in cases], case_file)
+        case_file.flush()
+        command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
+                   "--padding", str(PADDING_BYTES),
+                   "--error-exitcode", str(FINDING_EXIT), sys.executable, "-m", "mutants.sanitize", overlay,
+                   case_file.name]
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, start_new_session=True)
+        with _running_lock:
+            _running.add(process)
+        try:
+            output, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            _end(process)
     return parse_findings(output) if process.returncode == FINDING_EXIT else None
 
 
@@ -139,4 +144,4 @@ def _run_cases(overlay: str, case_dicts: list[dict]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_run_cases(sys.argv[1], json.loads(sys.argv[2])))
+    sys.exit(_run_cases(sys.argv[1], json.loads(Path(sys.argv[2]).read_text())))

@@ -9,10 +9,12 @@ and each observer sees:
 - ``access(kind, addresses, live, width)``: before a ``"load"`` or ``"store"`` happens, the
   byte address of every lane (a flat ``uint64`` array), which lanes the mask lets through,
   and the width of one element in bytes;
-- ``dot(m, k, n)``: a ``tl.dot`` of an ``m x k`` and a ``k x n`` operand.
+- ``dot(m, k, n)``: a ``tl.dot`` of an ``m x k`` and a ``k x n`` operand;
+- ``runs_program(x, y, z)``: before each program, whether it should run; a program any
+  observer declines is skipped, and every observer then hears ``program_skipped(x, y, z)``.
 
-An observer may raise to stop the access before it happens. ``Observer`` ignores all three:
-an observer overrides those it needs.
+An observer may raise to stop the access before it happens. ``Observer`` ignores them all and
+runs every program: an observer overrides those it needs.
 """
 
 from contextlib import contextmanager
@@ -34,6 +36,12 @@ class Observer:
         pass
 
     def dot(self, m: int, k: int, n: int) -> None:
+        pass
+
+    def runs_program(self, x: int, y: int, z: int) -> bool:
+        return True
+
+    def program_skipped(self, x: int, y: int, z: int) -> None:
         pass
 
 
@@ -64,6 +72,10 @@ def argument_spans(args: dict) -> list[tuple[int, int, str]]:
     return [(*view_extent(value), name) for name, value in args.items() if hasattr(value, "untyped_storage")]
 
 
+def _skip_program(**args) -> None:
+    """A declined program: it reads and writes nothing."""
+
+
 def _patch() -> None:
     from triton.runtime import interpreter
 
@@ -73,12 +85,29 @@ def _patch() -> None:
         call=executor.__call__,
         init_args=executor._init_args_hst,
         set_grid_dim=builder.set_grid_dim,
+        set_grid_idx=builder.set_grid_idx,
         load=builder.create_masked_load,
         store=builder.create_masked_store,
         dot=builder.create_dot,
     )
     pending_args: dict = {}
     announced = [False]  # whether the launch under way announced itself (set its grid)
+    skipping = [False]  # whether the program about to run is declined
+
+    def kernel_or_skip(self):
+        # the interpreter calls ``self.fn(**args)`` once per program, right after its grid index
+        return _skip_program if skipping[0] else self.__dict__["fn"]
+
+    def keep_kernel(self, fn):
+        self.__dict__["fn"] = fn
+
+    def set_grid_idx(x, y, z):
+        observers = list(_observers)
+        skipping[0] = not all([observer.runs_program(x, y, z) for observer in observers])
+        if skipping[0]:
+            for observer in observers:
+                observer.program_skipped(x, y, z)
+        return _originals["set_grid_idx"](x, y, z)
 
     def init_args(self, args_dev, kwargs):
         args_hst, kwargs_hst = _originals["init_args"](self, args_dev, kwargs)
@@ -115,7 +144,7 @@ def _patch() -> None:
         return _originals["dot"](a, b, d, *args)
 
     def call(self, *args, **kwargs):
-        announced[0] = False
+        announced[0] = skipping[0] = False
         try:
             return _originals["call"](self, *args, **kwargs)
         except BaseException:
@@ -123,10 +152,14 @@ def _patch() -> None:
                 for observer in list(_observers):
                     observer.launch_raised()
             raise
+        finally:
+            skipping[0] = False
 
     executor.__call__ = call
     executor._init_args_hst = init_args
+    executor.fn = property(kernel_or_skip, keep_kernel)  # a data descriptor: read before the instance's own
     builder.set_grid_dim = set_grid_dim
+    builder.set_grid_idx = set_grid_idx
     builder.create_masked_load = load
     builder.create_masked_store = store
     builder.create_dot = dot
@@ -138,6 +171,7 @@ def _restore() -> None:
     builder = interpreter.interpreter_builder
     interpreter.GridExecutor._init_args_hst = _originals["init_args"]
     interpreter.GridExecutor.__call__ = _originals["call"]
-    for name in ("set_grid_dim", "create_masked_load", "create_masked_store", "create_dot"):
+    del interpreter.GridExecutor.fn
+    for name in ("set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_dot"):
         del builder.__dict__[name]
     _originals.clear()

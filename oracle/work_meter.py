@@ -6,7 +6,8 @@ and per pointer argument the bytes its loads and stores move (lanes the mask let
 and address (every lane), and the FLOPs of its dots (``2 * m * k * n`` each). An access is
 booked to the argument its first live lane falls in; an access with no live lane to the
 argument whose memory starts closest below its first lane. Arguments that alias the same
-memory are booked to the first of them.
+memory are booked to the first of them. A launch some of whose programs another observer
+declined counts them in ``programs_skipped``.
 """
 
 from collections import Counter
@@ -27,6 +28,8 @@ class MeteredLaunch:
     read_addressed: Counter = field(default_factory=Counter)
     written_addressed: Counter = field(default_factory=Counter)
     dot_flops: int = 0
+    # programs an observer declined (a sampled launch): its work is then not the model's
+    programs_skipped: int = 0
 
 
 class _Meter(Observer):
@@ -56,6 +59,10 @@ class _Meter(Observer):
     def dot(self, m, k, n) -> None:
         if self.launches:
             self.launches[-1].dot_flops += 2 * m * k * n
+
+    def program_skipped(self, x, y, z) -> None:
+        if self.launches:
+            self.launches[-1].programs_skipped += 1
 
     def _owner(self, address: int) -> str:
         for low, high, name in self.spans:

@@ -21,6 +21,7 @@ import os
 import sys
 import tempfile
 import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
@@ -29,6 +30,7 @@ import torch
 
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
+from oracle.interpreter_probe import Observer, observing
 
 SENTINEL = 1234.5
 # the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
@@ -46,10 +48,13 @@ LONG_ROWS_ON_EVERY_GATHER = ("three-sequences-kvb64-long-rows", "three-sequences
 @dataclass
 class Call:
     """The op's arguments after an edit: inputs, and keywords beyond ``inputs.op_kwargs()``
-    (an ``out`` here replaces the caller's sentinel-filled one; ``out=None`` passes none)."""
+    (an ``out`` here replaces the caller's sentinel-filled one; ``out=None`` passes none).
+    ``sequences``, when given, are the only sequences an accepted call's result is held on;
+    on the CPU interpreter only their programs run."""
 
     inputs: OpInputs
     keywords: dict = field(default_factory=dict)
+    sequences: tuple[int, ...] | None = None
 
 
 def _always(inputs: OpInputs) -> bool:
@@ -177,8 +182,10 @@ def _table_rows_past_int32_entries_apart(inputs: OpInputs) -> Call:
 
 def _q_past_int32_elements(inputs: OpInputs) -> Call:
     """A batch so long that its last sequence's query rows start past 2**31 elements of q
-    (a 2 GiB q): every sequence but the last repeats the base's first, the last is the base's
-    last. Query row offsets computed in int32 wrap there."""
+    (a 2 GiB q): every sequence but the last has the base's first lengths and table row, the
+    last is the base's last. Query row offsets computed in int32 wrap there. Only the first
+    and the last sequence are held, and only their query rows are written (the rest of q is
+    never touched on the CPU, where only their programs run)."""
     batch, next_n, heads, head_dim = inputs.q.shape
     repeats = INT32_LIMIT // (next_n * heads * head_dim) + 1
 
@@ -186,10 +193,12 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
         first, last = tensor[:rows_per_sequence], tensor[-rows_per_sequence:]
         return torch.cat([first.repeat(repeats, *[1] * (first.dim() - 1)), last])
 
-    edited = replace(inputs, q=stretched(inputs.q), weights=stretched(inputs.weights, next_n),
+    q = torch.empty(repeats + 1, next_n, heads, head_dim, dtype=inputs.q.dtype, device=inputs.q.device)
+    q[0], q[-1] = inputs.q[0], inputs.q[-1]
+    edited = replace(inputs, q=q, weights=stretched(inputs.weights, next_n),
                      context_lens=stretched(inputs.context_lens), block_table=stretched(inputs.block_table),
                      next_n_lens=None if inputs.next_n_lens is None else stretched(inputs.next_n_lens))
-    return Call(edited, {"out": caller_out(edited)})
+    return Call(edited, {"out": caller_out(edited)}, sequences=(0, repeats))
 
 
 def _pool_past_int32_blocks(inputs: OpInputs) -> Call:
@@ -812,8 +821,7 @@ EDITS: dict[str, InputEdit] = _by_name([
               _several_sequences, bases=("three-sequences", "three-sequences-kvb3", *LONG_ROWS_ON_EVERY_GATHER)),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
-    InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, nightly=True,
-              bases=("wide-rows",)),
+    InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, bases=("wide-rows",)),
     InputEdit("kv_cache-past-int32-blocks", "", None, _pool_past_int32_blocks, _small_blocks, planned_only=True,
               bases=("smallest",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
@@ -945,12 +953,16 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     given = _snapshot(edited)
     if edit.error is None:
         try:
-            result = op(*edited.op_args(), **keywords)
+            with _only_programs_of(call.sequences, edited):
+                result = op(*edited.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
         assert result is out, f"{edit.name}: the op did not return the caller's out"
         _check_unchanged(edit, given, edited)
-        compare_logits(result, *reference_logits(replace(edited.to("cpu"), **given)), rtol=tolerance_for(result.device))
+        as_given = replace(edited.to("cpu"), **given)
+        if call.sequences is not None:
+            result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
+        compare_logits(result, *reference_logits(as_given), rtol=tolerance_for(result.device))
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
@@ -970,6 +982,43 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
     _check_unchanged(edit, given, edited)
+
+
+class _ProgramsOf(Observer):
+    """Declines every program but those of ``sequences``: the launcher's grid lays the
+    sequences along its first axis, a sequence's slot groups side by side."""
+
+    def __init__(self, sequences: tuple[int, ...], batch: int):
+        self.sequences, self.batch, self.groups = set(sequences), batch, 1
+
+    def launch(self, args: dict, grid: tuple) -> None:
+        self.groups = max(grid[0] // self.batch, 1)
+
+    def runs_program(self, x: int, y: int, z: int) -> bool:
+        return x // self.groups in self.sequences
+
+
+@contextmanager
+def _only_programs_of(sequences: tuple[int, ...] | None, inputs: OpInputs):
+    """On the CPU interpreter, only the programs of ``sequences`` run; elsewhere every one."""
+    if sequences is None or inputs.q.device.type != "cpu":
+        yield
+        return
+    with observing(_ProgramsOf(sequences, inputs.q.shape[0])):
+        yield
+
+
+def _sequences_of(inputs: OpInputs, sequences: tuple[int, ...]) -> OpInputs:
+    index = torch.tensor(sequences, device=inputs.q.device)
+    next_n, heads = inputs.q.shape[1:3]
+    return replace(inputs, q=inputs.q[index], weights=inputs.weights.view(-1, next_n, heads)[index].reshape(-1, heads),
+                   context_lens=inputs.context_lens[index], block_table=inputs.block_table[index],
+                   next_n_lens=None if inputs.next_n_lens is None else inputs.next_n_lens[index])
+
+
+def _rows_of(result: torch.Tensor, inputs: OpInputs, sequences: tuple[int, ...]) -> torch.Tensor:
+    next_n = inputs.q.shape[1]
+    return torch.cat([result[b * next_n:(b + 1) * next_n] for b in sequences])
 
 
 def _call_quietly(op, inputs: OpInputs, keywords: dict) -> None:
@@ -999,7 +1048,11 @@ def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: Op
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
     """Equal shapes and bytes: a NaN equals itself."""
     def dense_bytes(tensor: torch.Tensor) -> torch.Tensor:
-        # a fresh tensor: a size-one dimension of any stride counts as contiguous, yet blocks the view
+        if tensor.is_contiguous():
+            try:
+                return tensor.view(torch.uint8)  # no copy: a 2 GiB q is compared where it lies
+            except RuntimeError:
+                pass  # a size-one dimension of any stride counts as contiguous, yet can block the view
         return torch.empty(tensor.shape, dtype=tensor.dtype, device=tensor.device).copy_(tensor).view(torch.uint8)
 
     return one.shape == other.shape and one.dtype == other.dtype and torch.equal(dense_bytes(one), dense_bytes(other))

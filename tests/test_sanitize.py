@@ -2,12 +2,14 @@
 reading its findings, tracing a finding to its case."""
 
 import stat
+import sys
 
 import pytest
 
 import mutants.sanitize as sanitize
 from mutants.sanitize import FINDING_EXIT, Finding, SanitizerMissing, find_sanitizer, memcheck, parse_findings
 from suites.cases import smoke
+from suites.runnable import suite_cases
 
 MEMCHECK_OUTPUT = """\
 ========= COMPUTE-SANITIZER
@@ -47,6 +49,19 @@ def test_memcheck_reads_a_finding_from_the_sanitizer_process(tmp_path):
     assert finding is not None and finding.case_id == "second-case"
     fake.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 0 errors'\nexit 0\n")
     assert memcheck(str(tmp_path), smoke()[:1], sanitizer=str(fake), timeout=30, root=tmp_path) is None
+
+
+def test_memcheck_hands_a_whole_suite_to_the_sanitizer(tmp_path):
+    """Curated's 1,100 cases as one command-line argument passed the system's limit
+    ("Argument list too long"): they travel in a file."""
+    cases = suite_cases("curated")
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text(f"#!/bin/sh\n{sys.executable} -c 'import json, sys; print(\"kmut-sanitize-case\","
+                    f" len(json.load(open(sys.argv[1]))))' \"$(eval echo \\${{$#}})\"\n"
+                    f"echo '========= Invalid __global__ read of size 1 bytes'\nexit {FINDING_EXIT}\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    finding = memcheck(str(tmp_path), cases, sanitizer=str(fake), timeout=60, root=tmp_path)
+    assert finding is not None and finding.case_id == str(len(cases))
 
 
 def test_a_survivor_with_an_invalid_access_is_killed_and_a_clean_one_is_not_checked_again(tmp_path):

@@ -9,12 +9,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel.paged_mqa_logits import plan_launch
+from kernel.paged_mqa_logits import fp8_paged_mqa_logits, plan_launch
 from kernel.work import Work, kernel_work, launch_work, work_mismatch
+from oracle.interpreter_probe import Observer, observing
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import metered
 from suites.cases import Case
-from suites.check import WorkMismatch, build_inputs, check_case, measured_work
+from suites.check import WorkMismatch, build_inputs, check_case, interpreter_checked, measured_work
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="meters Triton's CPU interpreter")
 
@@ -71,8 +72,40 @@ def test_nested_observers_both_see_accesses_and_the_interpreter_is_restored():
     with interpreter_bounds_checked(), metered() as launches:
         _copy_kernel[(1,)](src, dst, 8, BLOCK=8)
     assert launches[0].read["src_ptr"] == 32
-    patched = {"create_masked_load", "create_masked_store", "create_dot", "set_grid_dim"}
+    patched = {"create_masked_load", "create_masked_store", "create_dot", "set_grid_dim", "set_grid_idx"}
     assert not patched & set(vars(interpreter.interpreter_builder))
+    assert "fn" not in vars(interpreter.GridExecutor)
+
+
+@triton.jit
+def _row_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+
+
+class _EvenPrograms(Observer):
+    def runs_program(self, x, y, z):
+        return x % 2 == 0
+
+
+def test_a_declined_program_does_nothing_and_the_meter_counts_it():
+    src, dst = torch.randn(4, 8) + 2, torch.full((4, 8), float("nan"))
+    with metered() as launches, observing(_EvenPrograms()):
+        _row_kernel[(4,)](src, dst, BLOCK=8)
+    assert torch.equal(dst[0::2], src[0::2]) and dst[1::2].isnan().all()
+    assert launches[0].programs_skipped == 2 and launches[0].read["src_ptr"] == 2 * 8 * 4
+    _row_kernel[(4,)](src, dst, BLOCK=8)  # outside the observer every program runs again
+    assert torch.equal(dst, src)
+
+
+def test_a_sampled_launch_is_not_held_to_the_model_of_every_program():
+    inputs = build_inputs(_small_case())
+    with interpreter_checked("cpu"), observing(_EvenPrograms()):
+        fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs())
+    with metered() as launches, observing(_EvenPrograms()):
+        fp8_paged_mqa_logits(*inputs.op_args(), **inputs.op_kwargs())
+    (launch,) = launches
+    assert launch.programs_skipped and work_mismatch(measured_work(launch), kernel_work(launch.args))
 
 
 def _small_case(**axes) -> Case:
