@@ -584,6 +584,39 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="context-floor-over-the-batch",
+        description="every context held to the batch's fewest live rows, not its own sequence's: a context"
+                    " shorter than its own live rows passes when another sequence has fewer",
+        exposed_by=Exposure("a context one token short of its own live rows, another sequence with fewer"
+                            " (an input edit)", _edit("context_lens-below-its-own-next-n-lens")),
+        site=m.Comparison(left=m.Name("lens"), comparisons=[
+            m.ComparisonTarget(operator=m.LessThan(), comparator=m.Name("live"))]),
+        mutate=_replace_with("(lens < live.min())"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="max-model-len-only-nonzero",
+        description="max_model_len's range check split into nonzero and at most the bound: a negative"
+                    " value passes and fails later under another argument's name",
+        exposed_by=Exposure("max_model_len = -1 (an input edit)", _edit("max_model_len-negative")),
+        site=m.UnaryOperation(operator=m.Not(), expression=m.Comparison(left=m.Integer("1"))),
+        mutate=_replace_with("(not max_model_len or max_model_len > MAX_MODEL_LEN)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="contiguity-checked-by-rows",
+        description="a tensor held to dense rows of its first dimension (the last stride one, the first"
+                    " stride the row's size) instead of contiguity: inner dimensions swapped in memory pass",
+        exposed_by=Exposure("q or the cache dense with two inner dimensions swapped (an input edit)",
+                            _edit("q-dense-permuted-1-2", "q-dense-permuted-2-3", "kv_cache-dense-permuted-1-3")),
+        site=_method("tensor", "is_contiguous"),
+        mutate=_replace_with("(tensor.stride(-1) == 1 and tensor.stride(0) * tensor.shape[0] == tensor.numel())"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="result-buffer-kept-across-calls",
         description="the launcher keeps one logits buffer per size and returns it from every call without"
                     " out: the next call of that size overwrites the result a caller still holds",

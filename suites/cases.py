@@ -283,12 +283,16 @@ def add_case(case: Case, kills: str, exposed_by: str, path: Path = CURATED_ADDIT
 
 def wide_programs() -> list[Case]:
     """More than 256 query rows in one program, past one warp-group MMA's widest N: 512 heads
-    of one slot (a head count the contract allows), and 128 heads in groups of four slots.
-    Head counts past the axes' (and a narrow head dim, to keep them cheap), so these are the
+    of one slot (a head count the contract allows), and 128 heads in groups of four slots;
+    1,024 heads, past what one program's registers hold; and a query tile of 128 KiB (256
+    heads of the widest head dim, 512). Head counts and head
+    dims past the axes' (narrow where they can be, to keep them cheap), so these are the
     curated cases beyond the declared values."""
     small = replace(BASE, heads=32, head_dim=64)
     return [replace(small, heads=512, head_dim=32, next_n=1, context="ragged"),
-            replace(small, heads=128, head_dim=32, next_n=4, slots_per_program=4, next_n_lens="ragged", batch=3)]
+            replace(small, heads=128, head_dim=32, next_n=4, slots_per_program=4, next_n_lens="ragged", batch=3),
+            replace(small, heads=256, head_dim=512, next_n=1, context="short"),
+            replace(small, heads=1024, head_dim=32, next_n=1, context="short")]
 
 
 def curated() -> list[Case]:
@@ -330,8 +334,11 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
-    cases += [_on_gather_path(replace(small, pool=pool), layouts[0]) for layouts in GATHER_PATHS.values()
-              for pool in ("over-2gib", "over-8gib")]
+    # pools past 2 GiB on every layout of every gather path: a block offset in int32 wraps on
+    # whichever path (a one-token block, a 16-token tile of a preshuffled block) computes it
+    cases += [_on_gather_path(replace(small, pool="over-2gib"), layout) for layouts in GATHER_PATHS.values()
+              for layout in layouts]
+    cases += [_on_gather_path(replace(small, pool="over-8gib"), layouts[0]) for layouts in GATHER_PATHS.values()]
     # data off the usual range on every gather path: logits past 16-bit floats, a NaN the rows
     # that do not see its token must not see (their -inf kept, no NaN spread by a split), scales
     # below any floor, scales that overflow when multiplied before the weights, and pre-scale

@@ -30,7 +30,7 @@ from oracle.compare import tolerance_for
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
-from suites.rejections import launch_planner, same_bits
+from suites.rejections import check_cuda_grid, launch_planner, same_bits
 
 GUARD_COLUMNS = 7
 # inputs up to this many elements are compared before and after the calls (a pool of
@@ -162,14 +162,15 @@ class WorkMismatch(AssertionError):
 @contextmanager
 def interpreter_checked(device: str | torch.device):
     """On the CPU interpreter, every access inside the block bounds checked and, when the block
-    ends without an error, every launch's work held to the model (but a sampled launch's, some
-    of whose programs were declined); elsewhere nothing."""
+    ends without an error, every launch's grid held to CUDA's limits and its work to the model
+    (but a sampled launch's, some of whose programs were declined); elsewhere nothing."""
     if torch.device(device).type != "cpu":
         yield
         return
     with interpreter_bounds_checked(), metered() as launches:
         yield
     for number, launch in enumerate(launches, start=1):
+        check_cuda_grid(launch.grid, f"launch {number} of {len(launches)}")
         if launch.programs_skipped:
             continue
         measured, model = measured_work(launch), kernel_work(launch.args)

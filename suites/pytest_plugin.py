@@ -4,7 +4,7 @@
 - a report header that says how to reproduce the run (suite, device, torch and Triton);
 - every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
   for ``pytest -n N --dist loadgroup``, and every test taking a ``suite_edit`` once per input
-  edit of the suite (the nightly edits only under exhaustive);
+  edit of the suite;
 - ``--kmut``: once the tests pass, the suite's mutation score, computed by ``kmut run``, as a
   section of the session's summary; ``--kmut-fail-under PCT`` fails the session below PCT.
 

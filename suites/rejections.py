@@ -39,6 +39,8 @@ KERNEL_MIN_QUERY_ROWS = 16
 CONTRACT_MAX_MODEL_LEN = 2**30
 # the programs CUDA launches along a grid's second axis, at most: the split count's bound
 GRID_Y_LIMIT = 65535
+# the programs a CUDA launch takes along each axis of its grid (the CPU interpreter takes any)
+CUDA_GRID_LIMITS = (2**31 - 1, GRID_Y_LIMIT, GRID_Y_LIMIT)
 # counts (tokens, elements) past which an int32 wraps
 INT32_LIMIT = 2**31
 # the bases of the 64-bit offset edits beyond the per-token flat gather of "small"
@@ -76,8 +78,9 @@ class InputEdit:
     quotes: str = ""  # text the message must hold: where several values are bad, the first
     # accepted, and too large to compute here: only the launch is planned (validation and tuning)
     planned_only: bool = False
-    # minutes on the CPU interpreter: run by the nightly sweep (exhaustive), not by curated
-    nightly: bool = False
+    # whether property tests may apply it to drawn inputs (not when it builds gigabytes whatever
+    # the input, as the 2 GiB q does)
+    drawn: bool = True
     # keywords of a valid call made first on the same inputs (a knob's valid value equal to the
     # bad one): a launcher that remembers what it passed would let the bad value through
     primer: dict = field(default_factory=dict)
@@ -580,16 +583,16 @@ def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
 
 
-def _dense_permuted(tensor: torch.Tensor) -> torch.Tensor:
-    """The same values laid out with the first two dimensions swapped in memory: dense, no gap
-    and no element shared, yet not in the order the kernel indexes (a check of density, not of
-    order, lets it through)."""
-    return tensor.transpose(0, 1).contiguous().transpose(0, 1)
+def _dense_permuted(tensor: torch.Tensor, dims: tuple[int, int] = (0, 1)) -> torch.Tensor:
+    """The same values laid out with two dimensions swapped in memory: dense, no gap and no
+    element shared, yet not in the order the kernel indexes (a check of density, not of order,
+    lets it through; with inner dimensions swapped, so does a check of the rows alone)."""
+    return tensor.transpose(*dims).contiguous().transpose(*dims)
 
 
-def _permutable(name: str) -> Callable[[OpInputs], bool]:
-    """Whether swapping the first two dimensions in memory moves an element: both longer than one."""
-    return lambda inputs: min(getattr(inputs, name).shape[:2]) > 1
+def _permutable(name: str, dims: tuple[int, int] = (0, 1)) -> Callable[[OpInputs], bool]:
+    """Whether swapping the two dimensions in memory moves an element: both longer than one."""
+    return lambda inputs: min(getattr(inputs, name).shape[d] for d in dims) > 1
 
 
 def _batch_past_grid_y(inputs: OpInputs) -> Call:
@@ -756,6 +759,11 @@ EDITS: dict[str, InputEdit] = _by_name([
       for name in ("q", "kv_cache", "weights")],
     *[InputEdit(f"{name}-dense-permuted", name, ValueError, _tensor(name, _dense_permuted), _permutable(name))
       for name in ("q", "kv_cache", "weights")],
+    # inner dimensions swapped (a heads-major q, a cache of channel-major blocks): the rows of
+    # the first dimension stay dense and in order
+    *[InputEdit(f"{name}-dense-permuted-{a}-{b}", name, ValueError,
+                _tensor(name, lambda t, d=(a, b): _dense_permuted(t, d)), _permutable(name, (a, b)))
+      for name, a, b in (("q", 1, 2), ("q", 2, 3), ("kv_cache", 1, 3))],
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
@@ -789,6 +797,7 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("out-columns-long", "out", ValueError, lambda i: Call(i, {"out": caller_out(i, extra_columns=1)})),
     # scalars
     InputEdit("max_model_len-zero", "max_model_len", ValueError, _max_model_len(lambda i: 0)),
+    InputEdit("max_model_len-negative", "max_model_len", ValueError, _max_model_len(lambda i: -1)),
     InputEdit("max_model_len-float", "max_model_len", TypeError, _max_model_len(lambda i: float(i.max_model_len))),
     InputEdit("max_model_len-bool", "max_model_len", TypeError, _max_model_len(lambda i: True)),
     # integer-like, not an int: what the kernel's launch and torch.empty take as a length differs
@@ -821,12 +830,16 @@ EDITS: dict[str, InputEdit] = _by_name([
               _several_sequences, bases=("three-sequences", "three-sequences-kvb3", *LONG_ROWS_ON_EVERY_GATHER)),
     InputEdit("block_table-capacity-past-int32-tokens", "", None, _table_past_int32_tokens,
               _one_sequence_of_wide_blocks, bases=("one-sequence-kvb64",)),
-    InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, bases=("wide-rows",)),
+    InputEdit("q-rows-past-int32-elements", "", None, _q_past_int32_elements, bases=("wide-rows",), drawn=False),
     InputEdit("kv_cache-past-int32-blocks", "", None, _pool_past_int32_blocks, _small_blocks, planned_only=True,
               bases=("smallest",)),
     InputEdit("context_lens-at-block-table", "", None, _table_exactly_full(0)),
     _out_of_range("context_lens-below-next-n", "context_lens",
                   _context(lambda i, b: _live_rows(i, b) - 1), bases=("small", "small-uniform")),
+    # the first sequence (3 live rows) one token short, the other's 1 live row below it: a
+    # bound taken over the batch (the fewest live rows) instead of per sequence lets it through
+    _out_of_range("context_lens-below-its-own-next-n-lens", "context_lens",
+                  _context(lambda i, b: _live_rows(i, b) - 1, first=True), bases=("small",)),
     InputEdit("context_lens-at-next-n", "", None, _context(lambda i, b: _live_rows(i, b)),
               bases=("small", "small-uniform")),
     _out_of_range("context_lens-zero", "context_lens", _context(lambda i, b: 0, first=True)),
@@ -932,10 +945,21 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     planner = launch_planner(op) or op
     given = _snapshot(edited)
     try:
-        planner(*edited.op_args(), **keywords)
+        planned = planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
         raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
     _check_unchanged(edit, given, edited)
+    if hasattr(planned, "grid"):
+        check_cuda_grid(planned.grid, edit.name)
+
+
+def check_cuda_grid(grid: tuple, what: str) -> None:
+    """AssertionError unless a GPU could launch ``grid``: planned or run on the CPU, a grid
+    past CUDA's limits passes every value and fails at launch on the GPU."""
+    for axis, (programs, limit) in enumerate(zip(grid, CUDA_GRID_LIMITS)):
+        if not 1 <= programs <= limit:
+            raise AssertionError(f"{what}: the launch grid {tuple(grid)} has {programs:,} programs along axis {axis};"
+                                 f" CUDA launches 1 to {limit:,}")
 
 
 def is_readable(out) -> bool:
@@ -1179,13 +1203,12 @@ class RejectionCase:
 
 
 def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
-    """The edits of ``suite``: every edit, the nightly ones only in exhaustive. A rejection
-    that needs no tensor value is also made with ``validate=False``: SPEC §1 lets a caller
-    skip the value checks, never the others."""
+    """The edits of ``suite``: every edit, in every suite. A rejection that needs no tensor
+    value is also made with ``validate=False``: SPEC §1 lets a caller skip the value checks,
+    never the others."""
     return [RejectionCase(edit.name, base, validate) for edit in EDITS.values() for base in edit.bases
             if edit.applies(_base_shapes(base))
-            for validate in ((True, False) if _checked_unvalidated(edit) else (True,))
-            if not edit.nightly or suite == "exhaustive"]
+            for validate in ((True, False) if _checked_unvalidated(edit) else (True,))]
 
 
 @functools.cache

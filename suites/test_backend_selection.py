@@ -42,6 +42,15 @@ def test_kernel_imported_first_selects_the_interpreter():
     assert run.stdout.strip().endswith("TRITON_INTERPRET=1")
 
 
+def test_a_cuda_build_of_torch_with_no_device_selects_the_interpreter():
+    """A CUDA wheel of torch on a machine without a GPU (a CI runner, every device hidden): the
+    build has CUDA, no device does, so the kernel must still run on the interpreter."""
+    pretend_cuda_build = "import torch\ntorch.backends.cuda.is_built = lambda: True\ntorch.version.cuda = '12.8'\n"
+    run = _run(pretend_cuda_build + "import kernel\n" + COMPUTE, interpret=None)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("TRITON_INTERPRET=1")
+
+
 def test_triton_imported_first_with_the_interpreter_chosen_runs():
     """The caller chose the interpreter before importing triton: nothing is left to select."""
     run = _run("import triton\nimport kernel\n" + COMPUTE, interpret="1")

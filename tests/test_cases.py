@@ -206,3 +206,12 @@ def test_the_default_warp_count_obeys_the_rule_a_callers_count_does():
     wide = resolve_tuning(Dims(2, 8, 64, 128, 64, num_blocks=4, max_blocks=2), NOMINAL_SMS, False, 1,
                           None, None, None, slots_per_program=8)
     assert wide.num_warps == 8
+
+
+def test_a_grid_past_cuda_s_limits_fails_where_the_interpreter_would_run_it():
+    from suites.rejections import check_cuda_grid
+
+    check_cuda_grid((2**31 - 1, 65535, 65535), "the largest grid")
+    for grid in ((1, 65536, 1), (1, 1, 65536), (2**31, 1, 1), (1, 0, 1)):
+        with pytest.raises(AssertionError, match="CUDA launches"):
+            check_cuda_grid(grid, "a grid")
