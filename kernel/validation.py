@@ -106,6 +106,9 @@ def check_inputs(
                          f"{max_model_len}, got strides {out.stride()}")
     _check_one_device(q=q, kv_cache=kv_cache, weights=weights, context_lens=context_lens, block_table=block_table,
                       next_n_lens=next_n_lens, out=out)
+    if kv_cache.device.type != "meta" and kv_cache.data_ptr() % PACKED_SCALE_BYTES:
+        raise ValueError(f"kv_cache: the float32 key scales need the cache to start on a {PACKED_SCALE_BYTES}-byte"
+                         f" boundary, got one {kv_cache.data_ptr() % PACKED_SCALE_BYTES} byte(s) past one")
     if check_values:
         _check_values(dims, context_lens, block_table, max_model_len, next_n_lens)
     return dims

@@ -583,6 +583,13 @@ def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
 
 
+def _one_byte_in(tensor: torch.Tensor) -> torch.Tensor:
+    """The same bytes, contiguous, starting one byte into a buffer one byte longer."""
+    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    buffer[1:] = tensor.reshape(-1)
+    return buffer[1:].view(tensor.shape)
+
+
 def _dense_permuted(tensor: torch.Tensor, dims: tuple[int, int] = (0, 1)) -> torch.Tensor:
     """The same values laid out with two dimensions swapped in memory: dense, no gap and no
     element shared, yet not in the order the kernel indexes (a check of density, not of order,
@@ -764,6 +771,9 @@ EDITS: dict[str, InputEdit] = _by_name([
     *[InputEdit(f"{name}-dense-permuted-{a}-{b}", name, ValueError,
                 _tensor(name, lambda t, d=(a, b): _dense_permuted(t, d)), _permutable(name, (a, b)))
       for name, a, b in (("q", 1, 2), ("q", 2, 3), ("kv_cache", 1, 3))],
+    # a cache one byte into its buffer: contiguous, every key in place, its float32 scales off
+    # their 4-byte boundary (a GPU's float32 load of them faults; the interpreter reads them)
+    InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _one_byte_in)),
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
