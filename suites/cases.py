@@ -284,15 +284,18 @@ def add_case(case: Case, kills: str, exposed_by: str, path: Path = CURATED_ADDIT
 def wide_programs() -> list[Case]:
     """More than 256 query rows in one program, past one warp-group MMA's widest N: 512 heads
     of one slot (a head count the contract allows), and 128 heads in groups of four slots;
-    1,024 heads, past what one program's registers hold; and a query tile of 128 KiB (256
-    heads of the widest head dim, 512). Head counts and head
+    1,024 heads, past what one program's registers hold; a query tile of 128 KiB (256 heads
+    of the widest head dim, 512); and the preshuffled layout at head dims 256 and 32. Head counts and head
     dims past the axes' (narrow where they can be, to keep them cheap), so these are the
     curated cases beyond the declared values."""
     small = replace(BASE, heads=32, head_dim=64)
     return [replace(small, heads=512, head_dim=32, next_n=1, context="ragged"),
             replace(small, heads=128, head_dim=32, next_n=4, slots_per_program=4, next_n_lens="ragged", batch=3),
             replace(small, heads=256, head_dim=512, next_n=1, context="short"),
-            replace(small, heads=1024, head_dim=32, next_n=1, context="short")]
+            replace(small, heads=1024, head_dim=32, next_n=1, context="short"),
+            # the preshuffled layout's 16-channel chunks at head dims past the axes'
+            replace(small, head_dim=256, preshuffle=True, kv_block=16, context="ragged", splits=3),
+            replace(small, head_dim=32, preshuffle=True, kv_block=48, block_n=16, context="ragged", splits=3)]
 
 
 def curated() -> list[Case]:
