@@ -15,6 +15,7 @@ too, and pytest registers a plugin name once.
 
 import contextlib
 import io
+import os
 
 import kernel  # noqa: F401  (selects Triton's CPU interpreter before anything imports triton)
 import pytest
@@ -52,6 +53,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        # each xdist worker computes references on the CPU: the cores shared out, not each
+        # worker's torch taking all of them (16 workers x 16 threads on a 16-core GPU host)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     try:
         config.stash[DEVICE] = resolve_device(config.getoption("device"))
     except ValueError as error:

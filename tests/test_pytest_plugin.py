@@ -106,3 +106,17 @@ def test_kmut_does_not_score_a_suite_that_fails(tmp_path):
     assert result.returncode == pytest.ExitCode.TESTS_FAILED
     assert "not run: the tests did not pass" in result.stdout
     assert not (tmp_path / ".mutants").exists()
+
+
+def test_xdist_workers_share_the_cores_out(tmp_path):
+    """Without it each worker's torch takes every core for the CPU reference (16 workers x 16
+    threads on a 16-core GPU host)."""
+    (tmp_path / "test_threads.py").write_text(
+        "import torch\n\ndef test_threads():\n    raise AssertionError(f'THREADS {torch.get_num_threads()}')\n")
+    env_threads = os.environ.pop("OMP_NUM_THREADS", None)
+    try:
+        shared = _pytest("-p", PLUGIN, "-n", "2", "test_threads.py", cwd=tmp_path)
+    finally:
+        if env_threads is not None:
+            os.environ["OMP_NUM_THREADS"] = env_threads
+    assert f"THREADS {max(1, (os.cpu_count() or 1) // 2)}" in shared.stdout, shared.stdout[-2000:]
