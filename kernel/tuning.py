@@ -96,7 +96,7 @@ def resolve_tuning(
         num_stages = (7 if preshuffle else 6) if rows <= 128 else 5
         fitting = [s for s in range(num_stages, 0, -1)
                    if shared_memory_bytes(rows, dims.head_dim, block_n, s, preshuffle) <= SHARED_MEMORY_BYTES]
-        if fitting:  # else no depth fits (the query tile alone is too large): the launch fails as it did
+        if fitting:  # else the caller's slots_per_program or block_n leave no room: the launch fails as it did
             num_stages = fitting[0]
     elif not _positive_int(num_stages):
         raise ValueError(f"num_stages: expected a positive int, got {num_stages!r}")

@@ -26,6 +26,10 @@ MAX_HEAD_DIM = 512
 MAX_MODEL_LEN = 2**30
 # the narrowest fp8 MMA: the query rows of all next_n slots and heads, side by side
 MIN_QUERY_ROWS = 16
+# The largest query tile (rows times D, one byte each) a program holds in shared memory with
+# a key tile beside it: 128 KiB. Tiles are powers of two, and the next, 256 KiB, is past a
+# Hopper SM's 227 KiB alone, so a launch of it fails on the GPU however it is tuned.
+MAX_QUERY_TILE_BYTES = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,10 @@ def check_inputs(
         raise ValueError(f"q: head dim D must be a power of two from {FP8_MMA_K} (the fp8 MMA's K step;"
                          f" the kernel's channel ranges are powers of two) to {MAX_HEAD_DIM} (a program's query"
                          f" and key tiles in a Hopper SM's shared memory), got {head_dim}")
+    narrowest_tile = max(heads, MIN_QUERY_ROWS) * head_dim  # one next_n slot's heads, or the narrowest MMA
+    if narrowest_tile > MAX_QUERY_TILE_BYTES:
+        raise ValueError(f"q: expected H x D at most {MAX_QUERY_TILE_BYTES} (one program's fp8 query tile, held in"
+                         f" a Hopper SM's shared memory), got H={heads}, D={head_dim}: {narrowest_tile} bytes")
     if kv_heads != 1 or row_bytes != head_dim + PACKED_SCALE_BYTES or kv_block < 1 or num_blocks < 1:
         raise ValueError(
             f"kv_cache: expected shape [num_blocks, KVB, 1, D+4] = [*, *, 1, {head_dim + PACKED_SCALE_BYTES}]"

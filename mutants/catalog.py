@@ -361,6 +361,29 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(left=_expr("tl.cdiv(max_model_len - 1, BLOCK_N)")),
     ),
     Bug(
+        name="context-shares-in-int32",
+        description="the context's tiles dealt to the splits as s * T // S, in int32: where the split index"
+                    " times the context's tiles passes 2**31, the last splits read keys from before the row",
+        exposed_by=Exposure("a context of 46,342 tiles over as many splits (an input edit)",
+                            _edit("context_lens-split-shares-past-int32")),
+        site=_call("range") & m.Call(args=[m.Arg(m.Name("tile_begin")), m.Arg(m.Name("tile_end")), m.Arg()]),
+        mutate=lambda node: node.with_changes(args=[
+            cst.Arg(_expr("pid_s * context_tiles // num_splits"), comma=node.args[0].comma),
+            cst.Arg(_expr("(pid_s + 1) * context_tiles // num_splits"), comma=node.args[1].comma),
+            node.args[2]]),
+    ),
+    Bug(
+        name="fill-shares-in-int32",
+        description="the -inf fill deals its tiles to the splits as s * F // S, in int32: where the split index"
+                    " times the fill's tiles passes 2**31, the last splits fill from before the row",
+        exposed_by=Exposure("a fill of 46,342 tiles over as many splits (an input edit)",
+                            _edit("max_model_len-fill-shares-past-int32")),
+        site=_call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))]),
+        mutate=lambda node: node.with_changes(args=[
+            cst.Arg(_expr("context_tiles + pid_s * fill_tiles // num_splits"), comma=node.args[0].comma),
+            cst.Arg(_expr("context_tiles + (pid_s + 1) * fill_tiles // num_splits"))]),
+    ),
+    Bug(
         name="gather-row-from-program-id",
         description="the per-token gather reads the block table row of its program id, not of its sequence:"
                     " with several slot groups per sequence, the groups past the first read another row",
@@ -602,6 +625,17 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("max_model_len = -1 (an input edit)", _edit("max_model_len-negative")),
         site=m.UnaryOperation(operator=m.Not(), expression=m.Comparison(left=m.Integer("1"))),
         mutate=_replace_with("(not max_model_len or max_model_len > MAX_MODEL_LEN)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="query-tile-bound-without-the-keys",
+        description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
+                    " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"
+                    " launch on a GPU",
+        exposed_by=Exposure("H x D = 256 KiB (an input edit)", _edit("q-query-tile-past-shared-memory")),
+        site=m.Comparison(left=m.Name("narrowest_tile")),
+        mutate=_replace_with("narrowest_tile > 2 * MAX_QUERY_TILE_BYTES"),
         path=VALIDATION,
         side=HOST,
     ),

@@ -35,6 +35,9 @@ from oracle.interpreter_probe import Observer, observing
 SENTINEL = 1234.5
 # the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
 KERNEL_MIN_QUERY_ROWS = 16
+# the kernel's widest query tile (H x D bytes at one next_n slot): the next power of two,
+# 256 KiB, is past a Hopper SM's shared memory
+MAX_QUERY_TILE_BYTES = 128 * 1024
 # the longest max_model_len the op takes (its token positions are int32 and rounded up to tiles)
 CONTRACT_MAX_MODEL_LEN = 2**30
 # the programs CUDA launches along a grid's second axis, at most: the split count's bound
@@ -52,11 +55,15 @@ class Call:
     """The op's arguments after an edit: inputs, and keywords beyond ``inputs.op_kwargs()``
     (an ``out`` here replaces the caller's sentinel-filled one; ``out=None`` passes none).
     ``sequences``, when given, are the only sequences an accepted call's result is held on;
-    on the CPU interpreter only their programs run."""
+    on the CPU interpreter only their programs run. ``splits`` and ``columns`` likewise: only
+    the programs of those splits (the grid's second axis) run on the CPU, and only those
+    columns of the result are held."""
 
     inputs: OpInputs
     keywords: dict = field(default_factory=dict)
     sequences: tuple[int, ...] | None = None
+    splits: tuple[int, ...] | None = None
+    columns: slice | None = None
 
 
 def _always(inputs: OpInputs) -> bool:
@@ -202,6 +209,46 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
                      context_lens=stretched(inputs.context_lens), block_table=stretched(inputs.block_table),
                      next_n_lens=None if inputs.next_n_lens is None else stretched(inputs.next_n_lens))
     return Call(edited, {"out": caller_out(edited)}, sequences=(0, repeats))
+
+
+def _fill_shares_past_int32(inputs: OpInputs) -> Call:
+    """The longest sequence's row runs on past its context for as many tiles as there are
+    splits, 46,342 of each, one tile a split: a split's first fill tile computed as
+    ``s * F // S`` in int32 wraps at the last split (46,341 x 46,342 > 2**31). Only that
+    sequence's row and its last tile, which the last split fills, are held; on the CPU only
+    the last split of that sequence runs."""
+    block_n = KNOB_VALUES["block_n"]
+    splits = math.isqrt(INT32_LIMIT) + 2
+    assert (splits - 1) * splits >= INT32_LIMIT
+    longest = int(inputs.context_lens.argmax())
+    context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
+    edited = replace(inputs, max_model_len=(context_tiles + splits) * block_n)
+    return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
+                sequences=(longest,), splits=(splits - 1,), columns=slice(-block_n, None))
+
+
+def _context_shares_past_int32(inputs: OpInputs) -> Call:
+    """The longest sequence's context made as many tiles long as there are splits, 46,342 of
+    each (2.97 million tokens, its table cycling through the blocks it used): a split's first
+    tile computed as ``s * T // S`` (or ``s * ctx // S``) in int32 wraps at the last split.
+    Only that sequence's row and its last tile, which the last split computes, are held; on
+    the CPU only the last split of that sequence runs."""
+    block_n = KNOB_VALUES["block_n"]
+    splits = math.isqrt(INT32_LIMIT) + 2
+    longest = int(inputs.context_lens.argmax())
+    context = splits * block_n
+    kv_block = inputs.kv_cache.shape[1]
+    used = inputs.block_table[longest, :_used_blocks(inputs, longest)]
+    entries = -(-context // kv_block)
+    table = torch.zeros((_batch(inputs), max(entries, inputs.block_table.shape[1])), dtype=inputs.block_table.dtype,
+                        device=inputs.block_table.device)
+    table[:, :inputs.block_table.shape[1]] = inputs.block_table
+    table[longest, :entries] = used.repeat(-(-entries // used.numel()))[:entries]
+    context_lens = inputs.context_lens.clone()
+    context_lens[longest] = context
+    edited = replace(inputs, context_lens=context_lens, block_table=table, max_model_len=context)
+    return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
+                sequences=(longest,), splits=(splits - 1,), columns=slice(context - block_n, context))
 
 
 def _pool_past_int32_blocks(inputs: OpInputs) -> Call:
@@ -402,6 +449,15 @@ def _half_again_as_many_heads(inputs: OpInputs) -> Call:
     heads = inputs.q.shape[2]
     return Call(replace(inputs, q=torch.cat([inputs.q, inputs.q[:, :, :heads // 2]], dim=2),
                         weights=torch.cat([inputs.weights, inputs.weights[:, :heads // 2]], dim=1)))
+
+
+def _query_tile_past_shared_memory(inputs: OpInputs) -> Call:
+    """q and weights with their heads repeated up to twice the largest query tile a program
+    holds (H x D = 256 KiB): an interpreter runs it, a GPU's launch fails for want of shared
+    memory."""
+    heads, head_dim = inputs.q.shape[2:]
+    repeats = 2 * MAX_QUERY_TILE_BYTES // (heads * head_dim)
+    return Call(replace(inputs, q=inputs.q.repeat(1, 1, repeats, 1), weights=inputs.weights.repeat(1, repeats)))
 
 
 def _sliding_window_table(inputs: OpInputs) -> Call:
@@ -748,6 +804,8 @@ EDITS: dict[str, InputEdit] = _by_name([
               lambda i: _fewest_heads(i) >= 2, bases=("small", "smallest")),
     InputEdit("q-fewest-query-rows", "", None, _heads(_fewest_heads), lambda i: _fewest_heads(i) <= i.q.shape[2],
               bases=("small", "next-n-9")),
+    InputEdit("q-query-tile-past-shared-memory", "q", ValueError, _query_tile_past_shared_memory,
+              bases=("small", "one-sequence-kvb64")),
     InputEdit("kv_cache-no-blocks", "kv_cache", ValueError, _tensor("kv_cache", lambda t: t[:0])),
     InputEdit("kv_cache-empty-blocks", "kv_cache", ValueError, _tensor("kv_cache", lambda t: t[:, :0])),
     InputEdit("kv_cache-two-heads", "kv_cache", ValueError,
@@ -821,6 +879,10 @@ EDITS: dict[str, InputEdit] = _by_name([
               _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
     # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
     InputEdit("max_model_len-one-past-whole-tiles", "", None, _past_whole_tiles),
+    InputEdit("max_model_len-fill-shares-past-int32", "", None, _fill_shares_past_int32,
+              bases=("one-sequence-kvb64",)),
+    InputEdit("context_lens-split-shares-past-int32", "", None, _context_shares_past_int32,
+              bases=("one-sequence-kvb64",)),
     InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
               lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
@@ -987,7 +1049,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     given = _snapshot(edited)
     if edit.error is None:
         try:
-            with _only_programs_of(call.sequences, edited):
+            with _only_programs_of(call, edited):
                 result = op(*edited.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
@@ -996,7 +1058,13 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         as_given = replace(edited.to("cpu"), **given)
         if call.sequences is not None:
             result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
-        compare_logits(result, *reference_logits(as_given), rtol=tolerance_for(result.device))
+        if call.columns is None:
+            expected, magnitude = reference_logits(as_given)
+        else:
+            held = range(*call.columns.indices(as_given.max_model_len))
+            expected, magnitude = reference_logits(as_given, held)
+            result, expected, magnitude = result[:, call.columns], expected[:, call.columns], magnitude[:, call.columns]
+        compare_logits(result, expected, magnitude, rtol=tolerance_for(result.device))
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
@@ -1019,26 +1087,29 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
 
 
 class _ProgramsOf(Observer):
-    """Declines every program but those of ``sequences``: the launcher's grid lays the
-    sequences along its first axis, a sequence's slot groups side by side."""
+    """Declines every program but those of ``sequences`` and ``splits`` (None: all of them):
+    the launcher's grid lays the sequences along its first axis, a sequence's slot groups
+    side by side, and the splits along its second."""
 
-    def __init__(self, sequences: tuple[int, ...], batch: int):
-        self.sequences, self.batch, self.groups = set(sequences), batch, 1
+    def __init__(self, sequences: tuple[int, ...] | None, splits: tuple[int, ...] | None, batch: int):
+        self.sequences, self.splits, self.batch, self.groups = sequences, splits, batch, 1
 
     def launch(self, args: dict, grid: tuple) -> None:
         self.groups = max(grid[0] // self.batch, 1)
 
     def runs_program(self, x: int, y: int, z: int) -> bool:
-        return x // self.groups in self.sequences
+        return ((self.sequences is None or x // self.groups in self.sequences)
+                and (self.splits is None or y in self.splits))
 
 
 @contextmanager
-def _only_programs_of(sequences: tuple[int, ...] | None, inputs: OpInputs):
-    """On the CPU interpreter, only the programs of ``sequences`` run; elsewhere every one."""
-    if sequences is None or inputs.q.device.type != "cpu":
+def _only_programs_of(call: Call, inputs: OpInputs):
+    """On the CPU interpreter, only the programs of the call's sampled sequences and splits
+    run; elsewhere every one."""
+    if (call.sequences is None and call.splits is None) or inputs.q.device.type != "cpu":
         yield
         return
-    with observing(_ProgramsOf(sequences, inputs.q.shape[0])):
+    with observing(_ProgramsOf(call.sequences, call.splits, inputs.q.shape[0])):
         yield
 
 

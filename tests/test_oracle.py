@@ -190,6 +190,18 @@ def test_reference_mask_follows_the_causal_rule(inputs, reference):
     assert torch.isinf(expected[3]).all()
 
 
+@pytest.mark.parametrize("first, end", [(0, 96), (17, 40), (30, 69), (64, 96), (69, 71), (90, 96)])
+def test_a_window_of_the_reference_is_the_whole_reference_there(inputs, reference, first, end):
+    expected, magnitude = reference
+    window, window_magnitude = reference_logits(inputs, range(first, end))
+    # the same sums in float64, whose matrix products may round a last bit differently
+    torch.testing.assert_close(window[:, first:end], expected[:, first:end], rtol=1e-12, atol=0)
+    torch.testing.assert_close(window_magnitude[:, first:end], magnitude[:, first:end], rtol=1e-12, atol=0)
+    outside = torch.ones(expected.shape[1], dtype=torch.bool)
+    outside[first:end] = False
+    assert torch.isneginf(window[:, outside]).all() and (window_magnitude[:, outside] == 0).all()
+
+
 def test_preshuffle_places_each_byte_where_the_layout_says():
     kv_block, head_dim = 32, 64
     tokens = torch.arange(kv_block)[:, None].expand(kv_block, head_dim)
