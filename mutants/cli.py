@@ -329,6 +329,7 @@ def _sweep(args, cluster) -> int:
         if cluster is None:
             runner.prestart()  # the workers start (torch, a CUDA context) while the mutants are built
         mutants = _selected(args)  # a selection error is a usage error, with nothing written yet
+        runner.exposing = _declared_exposures(mutants, cases, args.target)
         runner.store, runner.scope = _open(args, device, create=True, digest=digest)
         store, scope = runner.store, runner.scope
         started = time.monotonic()
@@ -385,6 +386,17 @@ def _sweep(args, cluster) -> int:
         code = _report(args, store, scope, mutants, cases)
     print(f"kmut: {clock.summary()}", file=sys.stderr)
     return code
+
+
+def _declared_exposures(mutants, cases, target: str) -> dict[str, set[str]]:
+    """For each catalog bug among ``mutants``, the ids of the cases its ``exposed_by`` names."""
+    if target != "triton":
+        return {}
+    from mutants.catalog import CATALOG
+
+    bugs = {bug.name: bug for bug in CATALOG}
+    return {m.id: {case.id for case in bugs[m.id].exposed_by.cases(cases)}
+            for m in mutants if m.origin == "catalog" and m.id in bugs}
 
 
 def cmd_report(args) -> int:

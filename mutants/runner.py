@@ -102,6 +102,8 @@ class _Task:
     counted: bool = True
     # cases an earlier, stopped run answered: not dealt out again
     answered: dict[int, "CaseRecord"] = field(default_factory=dict)
+    # the cases its author declares expose it (a catalog bug's): tried before any other
+    exposing: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -300,6 +302,8 @@ class Runner:
         self.memory_gates = {d: str(self.workdir / f"memory-{d}") for d in self.devices if d.startswith("cuda")}
         # mutant id -> the compile target where classification found its code to differ
         self.differs_at: dict[str, str] = {}
+        # mutant id -> the ids of the cases declared to expose it (the catalog's ``exposed_by``)
+        self.exposing: dict[str, set[str]] = {}
         self._case_target_keys: list[tuple[str, ...]] | None = None
         self._case_compile_keys: list[tuple] | None = None
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
@@ -571,7 +575,8 @@ class Runner:
     def run(self, mutants: list[Mutant], *, matrix: bool) -> list[Result]:
         """Run every mutant not already in the store; returns the new results.
 
-        In first-kill mode a mutant tries first the cases that killed the mutants at its site
+        In first-kill mode a mutant tries first the cases declared to expose it (a catalog
+        bug's), then the cases that killed the mutants at its site
         (in the store and in this run), then those that killed any mutant, then the cases
         that launch the configuration its compiled code was first seen to differ on (the
         classifier compiled it there already), then ``first_kill_order``."""
@@ -603,10 +608,13 @@ class Runner:
 
         order = self.first_kill_order()
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
-        tasks = [_Task(m.id, "", self._compiled_first(m, order), not matrix, shared=True,
-                       compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
-                       answered=self._answered_before(m, index))
-                 for m in pending]
+        tasks = []
+        for m in pending:
+            exposing = frozenset(index[c] for c in self.exposing.get(m.id, ()) if c in index)
+            tasks.append(_Task(m.id, "", sorted(self._compiled_first(m, order), key=lambda i: i not in exposing),
+                               not matrix, shared=True,
+                               compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
+                               answered=self._answered_before(m, index), exposing=exposing))
         history = KillHistory()
         stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
         by_key = {m.key: m for m in mutants}
@@ -868,14 +876,15 @@ class KillHistory:
         """A first-kill task that has not started yet tries the killing cases first."""
         task = progress.task
         if task.stop_at_first_failure and not progress.results and self.kills:
-            task.cases = self.ordered(task.cases, mutant, seconds)
+            task.cases = self.ordered(task.cases, mutant, seconds, task.exposing)
 
-    def ordered(self, cases: list[int], mutant: Mutant | None, seconds) -> list[int]:
+    def ordered(self, cases: list[int], mutant: Mutant | None, seconds, exposing=frozenset()) -> list[int]:
         """``cases`` with those that killed mutants at ``mutant``'s site first, then those that
         killed any mutant, each by kills per second of baseline time; the rest keep their
-        order. A mutant tends to fall to the case that killed its neighbours."""
+        order. A mutant tends to fall to the case that killed its neighbours. The cases
+        declared to expose it (``exposing``) stay ahead of all of them."""
         site = self.site_kills.get((mutant.path, mutant.line), {}) if mutant else {}
-        return sorted(cases, key=lambda i: (-site.get(i, 0) / max(seconds(i), 1e-3),
+        return sorted(cases, key=lambda i: (i not in exposing, -site.get(i, 0) / max(seconds(i), 1e-3),
                                             -self.kills.get(i, 0) / max(seconds(i), 1e-3)))
 
 

@@ -768,6 +768,30 @@ def test_cases_that_killed_earlier_mutants_go_first_most_kills_per_second_leadin
     assert history.ordered([0, 1, 2, 3, 4], elsewhere, seconds) == [3, 4, 1, 0, 2]
 
 
+def test_the_cases_declared_to_expose_a_bug_go_before_every_killer():
+    from mutants.runner import KillHistory
+
+    seconds = {0: 0.1, 1: 0.2, 2: 0.5, 3: 4.0, 4: 8.0}.get
+    here = _mutant("here", "")
+    history = KillHistory()
+    history.record_kills(here, [1])
+    history.record_kills(here, [3])
+    assert history.ordered([0, 1, 2, 3, 4], here, seconds, frozenset({4, 2})) == [2, 4, 1, 3, 0]
+
+
+def test_a_catalog_bug_is_tried_first_on_the_cases_its_exposure_names():
+    from mutants.catalog import catalog_mutants
+    from mutants.cli import _declared_exposures
+    from suites.rejections import rejection_cases
+
+    cases = suite("curated") + rejection_cases("curated")
+    bug = next(b for b in CATALOG if b.name == "fill-shares-in-int32")
+    mutant = next(m for m in catalog_mutants() if m.id == bug.name)
+    exposing = _declared_exposures([mutant], cases, "triton")[mutant.id]
+    assert exposing == {case.id for case in cases if bug.exposed_by.holds(case)} and len(exposing) == 1
+    assert _declared_exposures([mutant], cases, "gfx950") == {}
+
+
 def test_a_mutant_starts_with_the_cases_that_launch_where_its_code_differs(tmp_path):
     cases = smoke()
     runner = _runner(tmp_path, cases)
