@@ -373,6 +373,17 @@ CATALOG: tuple[Bug, ...] = (
             node.args[2]]),
     ),
     Bug(
+        name="causal-mask-in-the-last-two-tiles",
+        description="the causal mask applied only in the context's last two tiles, before them a live row seeing"
+                    " the whole tile: right while next_n fits in a tile, wrong where the diagonal starts earlier",
+        exposed_by=Exposure("next_n past the key tile's width, the diagonal mid-tile (next_n 20 at block_n 16)",
+                            _logits(lambda c: c.next_n > _tile(c) + 1)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("visible"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.where(tile + 2 < context_tiles, (offs_m < live_rows)[None, :] & (offs_p < context_len)[:, None],"
+            " offs_p[:, None] <= causal_bound[None, :])")),
+    ),
+    Bug(
         name="fill-shares-in-int32",
         description="the -inf fill deals its tiles to the splits as s * F // S, in int32: where the split index"
                     " times the fill's tiles passes 2**31, the last splits fill from before the row",
@@ -629,6 +640,17 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="kv-cache-held-to-16-bytes",
+        description="the cache held to a 16-byte boundary, for wide vector loads of its keys: a valid cache on"
+                    " its scales' 4-byte boundary (a view into a larger buffer) is refused",
+        exposed_by=Exposure("a cache 4 bytes into its buffer (an input edit)",
+                            _edit("kv_cache-on-its-scales-boundary-only")),
+        site=m.BooleanOperation(right=m.BinaryOperation(left=_method("kv_cache", "data_ptr"), operator=m.Modulo())),
+        mutate=lambda node: node.with_changes(right=_expr("kv_cache.data_ptr() % 16")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="query-tile-bound-without-the-keys",
         description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
                     " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"
@@ -778,6 +800,27 @@ CATALOG: tuple[Bug, ...] = (
                       value=m.BinaryOperation(left=m.Comparison(left=m.Name("live")))),
         mutate=lambda node: node.with_changes(value=_expr("((live < 1) | (live > dims.next_n)) & (dims.next_n > 1)")),
         path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="out-in-the-default-dtype",
+        description="the launcher allocates the result without a dtype, in torch's default: float32 until a"
+                    " caller sets another (float64, for a reference computation), then the result is float64",
+        exposed_by=Exposure("any case, planned on the meta device under a float64 default dtype",
+                            _logits(lambda c: True)),
+        site=_method("torch", "empty"),
+        mutate=_replace_with("torch.empty(dims.batch * dims.next_n, max_model_len, device=q.device)"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="out-off-q-device",
+        description="the launcher allocates the result without a device, on the CPU: right on the interpreter,"
+                    " a host pointer handed to the kernel on a GPU",
+        exposed_by=Exposure("any case, planned on the meta device", _logits(lambda c: True)),
+        site=_method("torch", "empty"),
+        mutate=_replace_with("torch.empty(dims.batch * dims.next_n, max_model_len, dtype=torch.float32)"),
+        path=LAUNCHER,
         side=HOST,
     ),
     Bug(

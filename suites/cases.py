@@ -298,6 +298,16 @@ def wide_programs() -> list[Case]:
             replace(small, head_dim=32, preshuffle=True, kv_block=48, block_n=16, context="ragged", splits=3)]
 
 
+def long_diagonals() -> list[Case]:
+    """More next_n rows than a key tile has tokens (next_n 20 and 17 at 16-token tiles): the
+    causal diagonal then crosses more than one tile edge, and a row's last visible position
+    lies mid-tile, tiles before the context's last. next_n past the axes' (narrow heads and
+    head dim, to keep them cheap), so these too are curated cases beyond the declared values."""
+    narrow = replace(BASE, heads=16, head_dim=32, block_n=16)
+    return [replace(narrow, next_n=20, context="diagonal", batch=4),
+            replace(narrow, next_n=17, context="diagonal", next_n_lens="ragged", batch=4, splits=3)]
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -335,6 +345,7 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
+    cases += long_diagonals()
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     # pools past 2 GiB on every layout of every gather path: a block offset in int32 wraps on

@@ -81,6 +81,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
+    assert fresh.dtype == torch.float32, f"the op's own result is {fresh.dtype}; the contract's is float32"
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert fresh.stride() == (max_model_len, 1), \
         f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len] tensor is dense"
@@ -137,7 +138,9 @@ def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
 def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
     """Under ``validate=False`` planning reads no tensor value (no host sync, a launch that a
     graph can replay with new values): it plans the same call on tensors of the meta device,
-    which hold none."""
+    which hold none. The out it allocates there is the contract's, float32 on q's device,
+    whatever torch's default dtype (float64 here): on the CPU a result allocated off q's
+    device or in the default dtype would pass every value."""
     def valueless(tensor):
         if not isinstance(tensor, torch.Tensor):
             return tensor
@@ -145,10 +148,30 @@ def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
 
     keywords = {name: valueless(value) for name, value in inputs.op_kwargs().items()}
     try:
-        planner(*(valueless(arg) for arg in inputs.op_args()), **keywords, validate=False, **knobs)
+        with _default_dtype(torch.float64):
+            launch = planner(*(valueless(arg) for arg in inputs.op_args()), **keywords, validate=False, **knobs)
     except Exception as error:  # noqa: BLE001  (any exception: it needed a value)
         raise AssertionError(f"planning under validate=False read a tensor's values: {type(error).__name__}:"
                              f" {error}") from error
+    out = getattr(launch, "out", None)
+    if out is None:
+        return
+    batch, next_n = inputs.q.shape[:2]
+    allocated = (out.dtype, out.device.type, tuple(out.shape))
+    if allocated != (torch.float32, "meta", (batch * next_n, inputs.max_model_len)):
+        raise AssertionError(f"the launch planned for tensors on the meta device allocates its out as {allocated}"
+                             f" (dtype, device, shape); the contract's is float32 on q's device,"
+                             f" [B*next_n, max_model_len], whatever torch's default dtype")
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 
 
 def measured_work(launch: MeteredLaunch) -> Work:

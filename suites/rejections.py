@@ -147,6 +147,15 @@ def _max_model_len(value: Callable[[OpInputs], object], *, pass_out: bool = True
                                {"out": caller_out(inputs) if pass_out else None})
 
 
+def _logits_past_int32_planned(inputs: OpInputs) -> Call:
+    """max_model_len at its bound, 2**30, with several rows: 2**31 logits and more, 4 GiB a
+    row. Planned on tensors of the meta device (no memory, so ``validate=False``): the op
+    allocates its out there, and addresses it in 64 bits, so no bound on the logits' count
+    applies."""
+    meta = replace(inputs.to("meta"), max_model_len=CONTRACT_MAX_MODEL_LEN)
+    return Call(meta, {"out": None, "validate": False})
+
+
 def _not_a_tensor(tensor: torch.Tensor):
     """The values as nested lists: no dtype, no shape, nothing a check of tensors could read."""
     return tensor.detach().cpu().tolist()
@@ -639,11 +648,15 @@ def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
 
 
-def _one_byte_in(tensor: torch.Tensor) -> torch.Tensor:
-    """The same bytes, contiguous, starting one byte into a buffer one byte longer."""
-    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
-    buffer[1:] = tensor.reshape(-1)
-    return buffer[1:].view(tensor.shape)
+def _bytes_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The same bytes, contiguous, starting ``count`` bytes into a buffer that much longer
+    (itself on the allocator's boundary of 16 bytes or more)."""
+    def moved(tensor: torch.Tensor) -> torch.Tensor:
+        buffer = torch.empty(tensor.numel() + count, dtype=tensor.dtype, device=tensor.device)
+        buffer[count:] = tensor.reshape(-1)
+        return buffer[count:].view(tensor.shape)
+
+    return moved
 
 
 def _dense_permuted(tensor: torch.Tensor, dims: tuple[int, int] = (0, 1)) -> torch.Tensor:
@@ -831,7 +844,11 @@ EDITS: dict[str, InputEdit] = _by_name([
       for name, a, b in (("q", 1, 2), ("q", 2, 3), ("kv_cache", 1, 3))],
     # a cache one byte into its buffer: contiguous, every key in place, its float32 scales off
     # their 4-byte boundary (a GPU's float32 load of them faults; the interpreter reads them)
-    InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _one_byte_in)),
+    InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _bytes_in(1))),
+    # on the scales' 4-byte boundary, off 8 and 16: the float32 scales load, and the fp8 keys
+    # take no wider alignment than their own
+    InputEdit("kv_cache-on-its-scales-boundary-only", "", None, _tensor("kv_cache", _bytes_in(4)),
+              bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows")),
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
@@ -885,6 +902,8 @@ EDITS: dict[str, InputEdit] = _by_name([
               bases=("one-sequence-kvb64",)),
     InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
               lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
+    InputEdit("max_model_len-at-its-bound-past-int32-logits", "", None, _logits_past_int32_planned,
+              lambda i: _rows(i) * CONTRACT_MAX_MODEL_LEN >= INT32_LIMIT, planned_only=True),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
     InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
               _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
