@@ -384,6 +384,15 @@ CATALOG: tuple[Bug, ...] = (
             " offs_p[:, None] <= causal_bound[None, :])")),
     ),
     Bug(
+        name="slot-group-capped-at-16",
+        description="the kernel asserts a program holds at most 16 next_n slots (drafts of 1 to 8 tokens): at"
+                    " 4 heads the launcher puts 32 slots in one program, and a valid call no longer compiles",
+        exposed_by=Exposure("a program of more than 16 next_n slots (next_n 32 at 4 heads)",
+                            _logits(lambda c: c.launcher_tuning().slots_per_program > 16)),
+        site=_call("static_assert") & m.Call(args=[m.Arg(m.Comparison(left=m.Name("BLOCK_N")))]),
+        mutate=_with_arg(0, "BLOCK_N >= 16 and SLOT_GROUP <= 16"),
+    ),
+    Bug(
         name="fill-shares-in-int32",
         description="the -inf fill deals its tiles to the splits as s * F // S, in int32: where the split index"
                     " times the fill's tiles passes 2**31, the last splits fill from before the row",
@@ -647,6 +656,18 @@ CATALOG: tuple[Bug, ...] = (
                             _edit("kv_cache-on-its-scales-boundary-only")),
         site=m.BooleanOperation(right=m.BinaryOperation(left=_method("kv_cache", "data_ptr"), operator=m.Modulo())),
         mutate=lambda node: node.with_changes(right=_expr("kv_cache.data_ptr() % 16")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="kv-cache-padded-rows-accepted",
+        description="the cache's rows taken as D + 4 bytes or that rounded up to 16-byte sectors, as another"
+                    " layout pads them: the kernel reads the co-packed layout, and a padded cache's scales elsewhere",
+        exposed_by=Exposure("a cache whose rows are padded to 16 bytes (an input edit)",
+                            _edit("kv_cache-rows-padded-to-16-bytes")),
+        site=m.Comparison(left=m.Name("row_bytes")),
+        mutate=_replace_with("row_bytes not in (head_dim + PACKED_SCALE_BYTES,"
+                             " -(-(head_dim + PACKED_SCALE_BYTES) // 16) * 16)"),
         path=VALIDATION,
         side=HOST,
     ),

@@ -299,13 +299,15 @@ def wide_programs() -> list[Case]:
 
 
 def long_diagonals() -> list[Case]:
-    """More next_n rows than a key tile has tokens (next_n 20 and 17 at 16-token tiles): the
-    causal diagonal then crosses more than one tile edge, and a row's last visible position
-    lies mid-tile, tiles before the context's last. next_n past the axes' (narrow heads and
-    head dim, to keep them cheap), so these too are curated cases beyond the declared values."""
+    """More next_n rows than a key tile has tokens (next_n 20, 17 and 32 at 16-token tiles):
+    the causal diagonal then crosses more than one tile edge, and a row's last visible
+    position lies mid-tile, tiles before the context's last. At 4 heads the launcher puts all
+    32 slots in one program. next_n past the axes' (narrow heads and head dim, to keep them
+    cheap), so these too are curated cases beyond the declared values."""
     narrow = replace(BASE, heads=16, head_dim=32, block_n=16)
     return [replace(narrow, next_n=20, context="diagonal", batch=4),
-            replace(narrow, next_n=17, context="diagonal", next_n_lens="ragged", batch=4, splits=3)]
+            replace(narrow, next_n=17, context="diagonal", next_n_lens="ragged", batch=4, splits=3),
+            replace(narrow, heads=4, next_n=32, context="ragged", next_n_lens="ragged", batch=3, splits=None)]
 
 
 def curated() -> list[Case]:

@@ -750,6 +750,12 @@ def _past_whole_tiles(inputs: OpInputs) -> Call:
     return Call(edited, {"out": caller_out(edited)})
 
 
+def _padded_to_sectors(t: torch.Tensor) -> torch.Tensor:
+    """The cache's rows padded with zero bytes to a whole number of 16-byte sectors."""
+    row = t.shape[-1]
+    return torch.nn.functional.pad(t, (0, -row % 16 or 16))
+
+
 def _less(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
     return t.narrow(dim, 0, t.shape[dim] - 1).contiguous()
 
@@ -826,6 +832,8 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("kv_cache-row-bytes", "kv_cache", ValueError, _tensor("kv_cache", lambda t: _less(t, 3))),
     InputEdit("kv_cache-row-bytes-wide", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t[..., :1]], dim=-1))),
+    # rows padded to whole 16-byte sectors (D + 4 = 68 to 80), as another cache's layout pads them
+    InputEdit("kv_cache-rows-padded-to-16-bytes", "kv_cache", ValueError, _tensor("kv_cache", _padded_to_sectors)),
     # D one and a half times the base's (96 from 64): a multiple of 32, not a power of two
     InputEdit("q-head-dim-not-power-of-two", "q", ValueError, _wider_head_dim(lambda d: d * 3 // 2)),
     InputEdit("q-head-dim-past-its-bound", "q", ValueError, _wider_head_dim(lambda d: 1024)),
