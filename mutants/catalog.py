@@ -672,6 +672,17 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="kv-cache-aligned-by-its-storage-offset",
+        description="the cache's alignment read from its offset into its storage, which fake tensors have: a"
+                    " storage that itself starts off the scales' boundary passes, its scales misaligned on a GPU",
+        exposed_by=Exposure("a cache on a storage one byte into its buffer (an input edit)",
+                            _edit("kv_cache-storage-off-its-scales-boundary")),
+        site=m.BooleanOperation(right=m.BinaryOperation(left=_method("kv_cache", "data_ptr"), operator=m.Modulo())),
+        mutate=_replace_with("kv_cache.storage_offset() % PACKED_SCALE_BYTES"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="query-tile-bound-without-the-keys",
         description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
                     " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"

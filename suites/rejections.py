@@ -659,6 +659,15 @@ def _bytes_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return moved
 
 
+def _storage_one_byte_in(tensor: torch.Tensor) -> torch.Tensor:
+    """The same bytes at offset 0 of a storage that itself starts one byte into a buffer:
+    misaligned, with no storage offset to show it."""
+    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
+    buffer[1:] = tensor.reshape(-1)
+    storage = buffer.untyped_storage()[tensor.element_size():]
+    return torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage, 0, tensor.shape, tensor.stride())
+
+
 def _dense_permuted(tensor: torch.Tensor, dims: tuple[int, int] = (0, 1)) -> torch.Tensor:
     """The same values laid out with two dimensions swapped in memory: dense, no gap and no
     element shared, yet not in the order the kernel indexes (a check of density, not of order,
@@ -853,6 +862,8 @@ EDITS: dict[str, InputEdit] = _by_name([
     # a cache one byte into its buffer: contiguous, every key in place, its float32 scales off
     # their 4-byte boundary (a GPU's float32 load of them faults; the interpreter reads them)
     InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _bytes_in(1))),
+    InputEdit("kv_cache-storage-off-its-scales-boundary", "kv_cache", ValueError,
+              _tensor("kv_cache", _storage_one_byte_in)),
     # on the scales' 4-byte boundary, off 8 and 16: the float32 scales load, and the fp8 keys
     # take no wider alignment than their own
     InputEdit("kv_cache-on-its-scales-boundary-only", "", None, _tensor("kv_cache", _bytes_in(4)),
