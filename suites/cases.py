@@ -310,6 +310,17 @@ def long_diagonals() -> list[Case]:
             replace(narrow, heads=4, next_n=32, context="ragged", next_n_lens="ragged", batch=3, splits=None)]
 
 
+def narrow_programs() -> list[Case]:
+    """The fewest heads the narrowest MMA takes beside next_n (2 heads of 8 slots, 8 of 2:
+    16 query rows, a head sum of 2 or 8 lanes), and a batch of 40 sequences, past the axes'
+    10: head counts and a batch beyond the declared values, so curated cases of their own."""
+    narrow = replace(BASE, heads=16, head_dim=32)
+    return [replace(narrow, heads=2, next_n=8, next_n_lens="ragged", context="diagonal", batch=3, block_n=16),
+            replace(narrow, heads=2, next_n=8, context="ragged", batch=3, splits=3),
+            replace(narrow, heads=8, next_n=2, context="diagonal", batch=10, block_n=16, splits=3),
+            replace(narrow, batch=40, next_n=3, next_n_lens="ragged", context="ragged", splits=3)]
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -348,6 +359,7 @@ def curated() -> list[Case]:
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()
+    cases += narrow_programs()
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
     # pools past 2 GiB on every layout of every gather path: a block offset in int32 wraps on

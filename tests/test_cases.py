@@ -10,8 +10,8 @@ import kernel
 from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
-from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals, suite,
-                          wide_programs)
+from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals,
+                          narrow_programs, suite, wide_programs)
 from suites.check import build_inputs, check_case
 
 CURATED = curated()
@@ -65,8 +65,9 @@ def test_compile_keys_match_the_launches():
 
 def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
-    wide programs' head counts and head dim, and the long diagonals' next_n."""
-    beyond = wide_programs() + long_diagonals()
+    wide programs' head counts and head dim, the long diagonals' next_n, and the narrow
+    programs' head counts and batch."""
+    beyond = wide_programs() + long_diagonals() + narrow_programs()
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
