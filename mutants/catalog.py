@@ -683,6 +683,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="table-checked-only-past-its-maximum",
+        description="the block table's entries checked only when its largest entry is out of range (one"
+                    " reduction in the common case): a used entry of -1 in a table otherwise in range passes",
+        exposed_by=Exposure("a negative used entry, every other entry in range (an input edit)",
+                            _edit("block_table-negative-the-rest-in-range")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))], value=m.BinaryOperation(left=m.Name("used"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "used & ((table < 0) | (table >= dims.num_blocks)) & (int(table.max()) >= dims.num_blocks)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="query-tile-bound-without-the-keys",
         description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
                     " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"

@@ -351,10 +351,11 @@ def _table_exactly_full(extra_tokens: int, *, sliced: bool = False) -> Callable[
 
 
 def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool,
-                 longest: bool = False) -> Callable[[OpInputs], Call]:
+                 longest: bool = False, unused_in_range: bool = False) -> Callable[[OpInputs], Call]:
     """The last (or the longest) sequence's first or last used block-table entry set to
     ``value(inputs)``. Its context is first cut so that its last block holds one token, where
-    next_n_lens allows."""
+    next_n_lens allows. With ``unused_in_range``, every entry no sequence uses is block 0:
+    no other entry of the table is out of range, so the table's largest entry is in range."""
 
     def change(inputs: OpInputs) -> Call:
         b = int(inputs.context_lens.argmax()) if longest else _batch(inputs) - 1
@@ -362,6 +363,9 @@ def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool,
         lens = inputs.context_lens.clone()
         lens[b] = max(_live_rows(inputs, b), (used - 1) * inputs.kv_cache.shape[1] + 1)
         table = inputs.block_table.clone()
+        if unused_in_range:
+            for row in range(_batch(inputs)):
+                table[row, _used_blocks(inputs, row):] = 0
         table[b, used - 1 if last_column else 0] = value(inputs)
         return Call(replace(inputs, context_lens=lens, block_table=table))
 
@@ -988,6 +992,9 @@ EDITS: dict[str, InputEdit] = _by_name([
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=False)),
     _out_of_range("block_table-negative-in-first-column", "block_table",
                   _table_entry(lambda i: -1, last_column=False)),
+    # the table's largest entry in range: a check of its maximum alone passes it
+    _out_of_range("block_table-negative-the-rest-in-range", "block_table",
+                  _table_entry(lambda i: -1, last_column=True, unused_in_range=True)),
     InputEdit("block_table-unused-entries-out-of-range", "", None, _unused_entries_out_of_range),
     InputEdit("block_table-first-and-last-block-ids", "", None, _extreme_block_ids),
     # keywords
