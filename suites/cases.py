@@ -371,12 +371,13 @@ def curated() -> list[Case]:
     # that do not see its token must not see (their -inf kept, no NaN spread by a split), scales
     # below any floor, scales that overflow when multiplied before the weights, and pre-scale
     # logits within a factor of two of float32's maximum (every narrow tile too: its copies
-    # of one tile must not be added)
+    # of one tile must not be added, nor a NaN or an overflow among them lost)
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
               for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy")]
-    cases += [_on_gather_path(replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3), layout)
-              for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64]
+    cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layout)
+              for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
+              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
