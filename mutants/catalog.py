@@ -695,6 +695,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="out-held-to-16-bytes",
+        description="a caller's out held to a 16-byte boundary, for wide stores: a valid out one float into"
+                    " its buffer is refused",
+        exposed_by=Exposure("a caller's out 4 bytes into its buffer (an input edit)",
+                            _edit("out-one-float-into-its-buffer")),
+        site=m.BooleanOperation(right=m.Comparison(left=_method("out", "stride"))),
+        mutate=_replace_with("out is not None and (out.shape[0] > 1 and out.stride(0) < max_model_len"
+                             " or out.device.type != 'meta' and out.data_ptr() % 16 != 0)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="query-tile-bound-without-the-keys",
         description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
                     " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"

@@ -652,8 +652,8 @@ def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
 
 
-def _bytes_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The same bytes, contiguous, starting ``count`` bytes into a buffer that much longer
+def _elements_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The same values, contiguous, starting ``count`` elements into a buffer that much longer
     (itself on the allocator's boundary of 16 bytes or more)."""
     def moved(tensor: torch.Tensor) -> torch.Tensor:
         buffer = torch.empty(tensor.numel() + count, dtype=tensor.dtype, device=tensor.device)
@@ -865,12 +865,16 @@ EDITS: dict[str, InputEdit] = _by_name([
       for name, a, b in (("q", 1, 2), ("q", 2, 3), ("kv_cache", 1, 3))],
     # a cache one byte into its buffer: contiguous, every key in place, its float32 scales off
     # their 4-byte boundary (a GPU's float32 load of them faults; the interpreter reads them)
-    InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _bytes_in(1))),
+    InputEdit("kv_cache-off-its-scales-boundary", "kv_cache", ValueError, _tensor("kv_cache", _elements_in(1))),
     InputEdit("kv_cache-storage-off-its-scales-boundary", "kv_cache", ValueError,
               _tensor("kv_cache", _storage_one_byte_in)),
+    # a caller's out one float into its buffer (4 bytes, off 16): the op's stores take no
+    # alignment beyond a float's
+    InputEdit("out-one-float-into-its-buffer", "", None, _tensor("out", _elements_in(1)),
+              bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows")),
     # on the scales' 4-byte boundary, off 8 and 16: the float32 scales load, and the fp8 keys
     # take no wider alignment than their own
-    InputEdit("kv_cache-on-its-scales-boundary-only", "", None, _tensor("kv_cache", _bytes_in(4)),
+    InputEdit("kv_cache-on-its-scales-boundary-only", "", None, _tensor("kv_cache", _elements_in(4)),
               bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows")),
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,

@@ -1,6 +1,11 @@
 """Which Triton and numpy pairs can interpret the kernel on the CPU, said before a case fails."""
 
+import os
+import subprocess
+import sys
+
 from kernel import interpreter_incompatibility
+from kernel.python_path import PROJECT_ROOT, project_first
 
 
 def test_triton_3_6_with_numpy_2_4_is_refused_in_one_line():
@@ -30,3 +35,21 @@ def test_pairs_that_run_are_let_through():
     assert interpreter_incompatibility("3.8.0", "2.4.6") is None
     assert interpreter_incompatibility("3.9.0", "2.4.6") is None
     assert interpreter_incompatibility("3.10.0+git1234", "2.5.0rc1") is None
+
+
+# the version pair a GPU host may pin, set before kernel is imported
+PINNED_PAIR = 'import numpy, triton\ntriton.__version__, numpy.__version__ = "3.6.0", "2.4.6"\nimport kernel\n'
+
+
+def _import_kernel(interpret: str):
+    env = {**os.environ, "TRITON_INTERPRET": interpret, "PYTHONPATH": project_first()}
+    return subprocess.run([sys.executable, "-c", PINNED_PAIR], capture_output=True, text=True, env=env,
+                          cwd=PROJECT_ROOT, timeout=300)
+
+
+def test_the_pair_is_refused_only_where_the_interpreter_runs():
+    """The compiled backend has no such incompatibility: a GPU host that pins Triton 3.6 and
+    numpy 2.4 imports the op (``TRITON_INTERPRET=0``); the interpreter refuses at import."""
+    compiled, interpreted = _import_kernel("0"), _import_kernel("1")
+    assert compiled.returncode == 0, compiled.stderr[-2000:]
+    assert interpreted.returncode != 0 and "cannot run with numpy 2.4.6" in interpreted.stderr
