@@ -19,6 +19,7 @@ nothing: it fills its rows with ``-inf``. The key loads are software-pipelined
 (``NUM_STAGES``): Triton keeps about ``NUM_STAGES / 2`` tiles in flight.
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -188,7 +189,10 @@ class Launch:
     out: torch.Tensor
 
     def run(self) -> torch.Tensor:
-        _paged_mqa_logits_kernel[self.grid](*self.args, **self.constexprs, **self.options)
+        # Triton launches on the current device: the tensors' own, when they are on another GPU
+        on_device = torch.cuda.device(self.out.device) if self.out.device.type == "cuda" else contextlib.nullcontext()
+        with on_device:
+            _paged_mqa_logits_kernel[self.grid](*self.args, **self.constexprs, **self.options)
         return self.out
 
 

@@ -71,6 +71,8 @@ def check_inputs(
         raise ValueError(f"max_model_len: expected an int in [1, {MAX_MODEL_LEN}], got {max_model_len}")
     if not isinstance(preshuffle, bool):
         raise TypeError(f"preshuffle: expected a bool, got {type(preshuffle).__name__}")
+    if not isinstance(check_values, bool):  # the op's ``validate``: None or 1 is no decision to skip
+        raise TypeError(f"validate: expected a bool, got {type(check_values).__name__}")
 
     batch, next_n, heads, head_dim = q.shape
     num_blocks, kv_block, kv_heads, row_bytes = kv_cache.shape
@@ -129,6 +131,9 @@ def _check_tensor(name, tensor, dtype, *, rank, rows_may_stride=False):
         raise TypeError(f"{name}: expected dtype {dtype}, got {tensor.dtype}")
     if tensor.dim() != rank:
         raise ValueError(f"{name}: expected a rank-{rank} tensor, got shape {tuple(tensor.shape)}")
+    if tensor.is_neg():
+        raise ValueError(f"{name}: a lazily negated view (torch's negative bit set), whose memory holds the values"
+                         f" negated; pass tensor.resolve_neg()")
     # a dimension of size one is addressed at index 0 only, whatever its stride
     addressable = (tensor.stride(-1) == 1 or tensor.shape[-1] == 1) if rows_may_stride else tensor.is_contiguous()
     if not addressable:

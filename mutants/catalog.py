@@ -707,6 +707,29 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="negated-views-taken-for-conjugated",
+        description="the check for lazily transformed views tests the conjugate bit, which no real tensor has,"
+                    " not the negative bit: a negated view of weights is read without its sign",
+        exposed_by=Exposure("a tensor with torch's negative bit set (an input edit)",
+                            _edit(*(f"{name}-negated-view" for name in
+                                    ("weights", "kv_cache", "context_lens", "block_table", "next_n_lens", "out")))),
+        site=_method("tensor", "is_neg"),
+        mutate=_replace_with("tensor.is_conj()"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="validate-taken-as-any-int",
+        description="validate checked as an int, which a bool is: validate=1 passes where the contract wants"
+                    " a bool",
+        exposed_by=Exposure("validate=1 (an input edit)", _edit("validate-not-a-bool")),
+        site=m.UnaryOperation(operator=m.Not(), expression=_call_named("isinstance")
+                              & m.Call(args=[m.Arg(m.Name("check_values")), m.Arg()])),
+        mutate=_replace_with("not isinstance(check_values, int)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="query-tile-bound-without-the-keys",
         description="the query tile's bound set at 256 KiB, a power of two past the query tile alone, the key"
                     " tiles beside it forgotten: H x D = 256 KiB passes, runs on the interpreter, and fails at"

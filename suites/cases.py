@@ -310,6 +310,15 @@ def long_diagonals() -> list[Case]:
             replace(narrow, heads=4, next_n=32, context="ragged", next_n_lens="ragged", batch=3, splits=None)]
 
 
+def wide_blocks() -> list[Case]:
+    """Blocks wider than the default tile: whole multiples of it (128 tokens, two tiles a block,
+    one table entry each; flat and preshuffled) and not (80 tokens: the per-token gather).
+    Block sizes past the axes' widest (64), left to the launcher's tuning."""
+    untuned = replace(BASE, heads=32, head_dim=64, block_n=None, splits=None, context="ragged")
+    return [replace(untuned, kv_block=128), replace(untuned, kv_block=128, preshuffle=True, next_n=3),
+            replace(untuned, kv_block=80)]
+
+
 def narrow_programs() -> list[Case]:
     """The fewest heads the narrowest MMA takes beside next_n (2 heads of 8 slots, 8 of 2:
     16 query rows, a head sum of 2 or 8 lanes), and a batch of 40 sequences, past the axes'
@@ -356,6 +365,7 @@ def curated() -> list[Case]:
     # no sequence reaches its last slot groups: every program of those groups is dead in every
     # sequence of the batch (a launcher that leaves them out must still fill their rows)
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]
+    cases += wide_blocks()
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()

@@ -579,11 +579,19 @@ def _per_tensor_edits() -> list[InputEdit]:
             InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
                       _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
         ]
+        if name != "q":  # (torch negates no fp8 tensor, so none is a negated view)
+            # its memory holds the negated values: a kernel reads them without the sign
+            edits.append(InputEdit(f"{name}-negated-view", name, ValueError, _tensor(name, _negated_view), applies))
         if name not in ("context_lens", "next_n_lens"):  # (a vector has no other shape of its size)
             # as many elements in another shape: a check that counts them lets it through
             edits.append(InputEdit(f"{name}-same-size-other-shape", name, ValueError,
                                    _tensor(name, _same_size_other_shape), _has_other_shape_of_its_size(name)))
     return edits
+
+
+def _negated_view(tensor: torch.Tensor) -> torch.Tensor:
+    """The same values as a lazily negated view of their negation (torch's negative bit set)."""
+    return torch._neg_view(torch._neg_view(tensor).resolve_neg())
 
 
 def _last_dim_expanded(tensor: torch.Tensor) -> torch.Tensor:
@@ -932,6 +940,9 @@ EDITS: dict[str, InputEdit] = _by_name([
     InputEdit("max_model_len-at-its-bound-past-int32-logits", "", None, _logits_past_int32_planned,
               lambda i: _rows(i) * CONTRACT_MAX_MODEL_LEN >= INT32_LIMIT, planned_only=True),
     InputEdit("preshuffle-not-a-bool", "preshuffle", TypeError, _set(preshuffle=lambda i: int(i.preshuffle))),
+    # None, as an unset option would pass it, is no decision to skip the value checks
+    InputEdit("validate-none", "validate", TypeError, _keywords(validate=None)),
+    InputEdit("validate-not-a-bool", "validate", TypeError, _keywords(validate=1)),
     InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
               _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
     # value ranges, at their boundaries
@@ -1370,7 +1381,7 @@ def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu")
 
 def _unvalidated(change: Callable[[OpInputs], Call]) -> Callable[[OpInputs], Call]:
     def edited(inputs: OpInputs) -> Call:
-        call = change(inputs)
-        return Call(call.inputs, {**call.keywords, "validate": False})
+        call = change(inputs)  # an edit of validate itself keeps its own
+        return replace(call, keywords={"validate": False, **call.keywords})
 
     return edited

@@ -119,3 +119,35 @@ def test_gate_fails_an_op_that_quotes_another_bad_value(rejection, device):
     edit = EDITS[rejection.edit]
     with pytest.raises(AssertionError, match="quote the first bad value"):
         check_rejection(rejection, _raises(edit.error, f"{edit.argument}: bad at b=1 [1, 0]"), device)
+
+
+def test_a_launch_runs_on_the_gpu_of_its_tensors(monkeypatch):
+    """Triton launches on the current device: a call whose tensors are all on cuda:1 while
+    cuda:0 is current must make cuda:1 current for its launch. Fake tensors and a recorded
+    device switch, so any machine runs this."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import kernel.paged_mqa_logits as launcher
+
+    switched, launched = [], []
+
+    class Switch:
+        def __init__(self, device):
+            self.device = torch.device(device)
+
+        def __enter__(self):
+            switched.append(self.device)
+
+        def __exit__(self, *exc):
+            switched.append(None)
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append(list(switched))
+
+    monkeypatch.setattr(torch.cuda, "device", Switch)
+    monkeypatch.setattr(launcher, "_paged_mqa_logits_kernel", Kernel())
+    with FakeTensorMode():
+        out = torch.empty((2, 24), dtype=torch.float32, device="cuda:1")
+        launcher.Launch((1, 1), (), {}, {}, out).run()
+    assert launched == [[torch.device("cuda:1")]] and switched[-1] is None

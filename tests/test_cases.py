@@ -11,7 +11,7 @@ from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals,
-                          narrow_programs, suite, wide_programs)
+                          narrow_programs, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 
 CURATED = curated()
@@ -65,9 +65,9 @@ def test_compile_keys_match_the_launches():
 
 def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
-    wide programs' head counts and head dim, the long diagonals' next_n, and the narrow
-    programs' head counts and batch."""
-    beyond = wide_programs() + long_diagonals() + narrow_programs()
+    wide programs' head counts and head dim, the long diagonals' next_n, the narrow
+    programs' head counts and batch, and the wide blocks' sizes."""
+    beyond = wide_programs() + long_diagonals() + narrow_programs() + wide_blocks()
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
@@ -83,7 +83,7 @@ def test_curated_reaches_every_default_the_launcher_picks():
 def test_curated_calls_every_layout_with_no_tuning_knob():
     untuned = {(c.kv_block, c.preshuffle) for c in CURATED if not c.tuning()}
     layouts = {(c.kv_block, c.preshuffle) for c in CURATED}
-    assert untuned == layouts and len(layouts) == 8
+    assert untuned == layouts and len(layouts) == 11
 
 
 def test_curated_runs_each_gather_path_with_each_table_and_a_pool_over_2gib():
