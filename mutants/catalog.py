@@ -393,6 +393,18 @@ CATALOG: tuple[Bug, ...] = (
         mutate=_with_arg(0, "BLOCK_N >= 16 and SLOT_GROUP <= 16"),
     ),
     Bug(
+        name="wide-tile-taken-for-its-block",
+        description="a tile of 64 tokens or more inside one block taken for the whole block: its table entry"
+                    " read at the tile's index, right while blocks are one tile wide, wrong for 128-token blocks",
+        exposed_by=Exposure("blocks two default tiles wide (128 tokens)",
+                            _logits(lambda c: c.kv_block > _tile(c) >= 64 and c.kv_block % _tile(c) == 0)),
+        site=m.BinaryOperation(left=m.Name("table_row_ptr"), operator=m.Add(),
+                               right=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("tile")),
+                                                       operator=m.FloorDivide())),
+        mutate=lambda node: node.with_changes(
+            right=_expr("tl.where(BLOCK_N >= 64, tile, tile * BLOCK_N // KV_BLOCK)")),
+    ),
+    Bug(
         name="fill-shares-in-int32",
         description="the -inf fill deals its tiles to the splits as s * F // S, in int32: where the split index"
                     " times the fill's tiles passes 2**31, the last splits fill from before the row",

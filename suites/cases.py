@@ -311,12 +311,12 @@ def long_diagonals() -> list[Case]:
 
 
 def wide_blocks() -> list[Case]:
-    """Blocks wider than the default tile: whole multiples of it (128 tokens, two tiles a block,
-    one table entry each; flat and preshuffled) and not (80 tokens: the per-token gather).
-    Block sizes past the axes' widest (64), left to the launcher's tuning."""
+    """Blocks wider than the default tile: whole multiples of it (128 and 256 tokens, two and
+    four tiles a block, one table entry each; flat and preshuffled) and not (80 tokens: the
+    per-token gather). Block sizes past the axes' widest (64), left to the launcher's tuning."""
     untuned = replace(BASE, heads=32, head_dim=64, block_n=None, splits=None, context="ragged")
     return [replace(untuned, kv_block=128), replace(untuned, kv_block=128, preshuffle=True, next_n=3),
-            replace(untuned, kv_block=80)]
+            replace(untuned, kv_block=256, batch=3), replace(untuned, kv_block=80)]
 
 
 def narrow_programs() -> list[Case]:

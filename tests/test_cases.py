@@ -83,7 +83,7 @@ def test_curated_reaches_every_default_the_launcher_picks():
 def test_curated_calls_every_layout_with_no_tuning_knob():
     untuned = {(c.kv_block, c.preshuffle) for c in CURATED if not c.tuning()}
     layouts = {(c.kv_block, c.preshuffle) for c in CURATED}
-    assert untuned == layouts and len(layouts) == 11
+    assert untuned == layouts and len(layouts) == 12
 
 
 def test_curated_runs_each_gather_path_with_each_table_and_a_pool_over_2gib():
