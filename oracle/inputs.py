@@ -18,7 +18,12 @@
   that a product of a dot and a scale overflows float32 though every logit is near 1e8; or
   head weights made positive and, per sequence, so large that the largest visible logit before
   its key scale lies at 0.7 of float32's maximum, the key scales that much smaller (every
-  logit ordinary): a sum of two copies of that pre-scale logit overflows, a max does not.
+  logit ordinary): a sum of two copies of that pre-scale logit overflows, a max does not; or
+  head weights near 2**60 and key scales so large (one per sequence) that their product
+  passes float32's maximum while the largest visible logit lies at 2**126: queries of one
+  channel at fp8's least subnormal and keys 2**8 below their quantized range keep the dots
+  small. A kernel that folds a token's scale into the head weights before the head sum
+  overflows there; one that applies it after the sum, as the contract allows, does not.
 """
 
 from dataclasses import dataclass
@@ -26,13 +31,16 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy")
+VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy", "product-heavy")
 LARGE_SCALE = 2.0**16
 TINY_SCALE = 2.0**-40
 # key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
 HEAVY_SCALE, LIGHT_WEIGHT = 2.0**125, 2.0**-110
 # where weight-heavy data puts each sequence's largest visible pre-scale logit
 WEIGHT_HEAVY_PEAK = 0.7 * torch.finfo(torch.float32).max
+# product-heavy data: head weights, queries and keys, and where the largest visible logit lies
+PRODUCT_HEAVY_WEIGHT, PRODUCT_HEAVY_QUERY, PRODUCT_HEAVY_KEY = 2.0**60, 2.0**-9, 2.0**-8
+PRODUCT_HEAVY_PEAK = 2.0**126
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
 
@@ -207,6 +215,11 @@ def make_inputs(
         weights = weights * LIGHT_WEIGHT
     elif values == "weight-heavy":
         weights = weights.abs()
+    elif values == "product-heavy":
+        weights = (weights.abs() + 0.5) * PRODUCT_HEAVY_WEIGHT
+        q = torch.zeros_like(q, dtype=torch.float32)
+        q[..., 0] = PRODUCT_HEAVY_QUERY
+        q = q.to(torch.float8_e4m3fn)
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
@@ -237,6 +250,15 @@ def make_inputs(
             scales = (scales.double() / factor).float()
             if scales.abs().min() < torch.finfo(torch.float32).tiny:
                 raise ValueError("make_inputs: weight-heavy scales fall below float32's normal range")
+        elif values == "product-heavy":
+            keys = (keys.float() * PRODUCT_HEAVY_KEY).to(keys.dtype)
+            live = next_n if next_n_lens is None else next_n_lens[b]
+            rows = slice(b * next_n, b * next_n + live)
+            peak = _largest_visible_pre_scale_logit(q[b, :live], keys[:ctx], weights[rows])
+            scale = PRODUCT_HEAVY_PEAK / peak if peak > 0 else float("inf")
+            if not scale * weights[rows].abs().max().item() > torch.finfo(torch.float32).max or scale > 2.0**127:
+                raise ValueError("make_inputs: product-heavy scales leave every head weight's product in float32")
+            scales = torch.full_like(scales, scale)
         kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)
 
     return OpInputs(

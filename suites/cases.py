@@ -83,7 +83,9 @@ class Case:
     # NaN head weight of one query row; key scales 2**40 times smaller; key scales 2**125 times
     # larger against head weights 2**110 times smaller (the order of products decides overflow);
     # head weights that put a pre-scale logit at 0.7 of float32's maximum, key scales to match
-    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy"),
+    # head weights and key scales whose product passes float32's maximum, every logit ordinary
+    values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
+                                   "product-heavy"),
                         compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
 
@@ -384,10 +386,11 @@ def curated() -> list[Case]:
     # of one tile must not be added, nor a NaN or an overflow among them lost)
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
-              for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy")]
+              for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
+                             "product-heavy")]
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
-              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy")]
+              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)

@@ -181,6 +181,21 @@ def test_weight_heavy_values_put_a_pre_scale_logit_where_two_copies_overflow(dev
     compare_logits(got, expected, magnitude)
 
 
+def test_product_heavy_values_put_weight_times_scale_past_float32_and_every_logit_inside(device):
+    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=9, values="product-heavy")
+    expected, magnitude = reference_logits(inputs)
+    float32_max = torch.finfo(torch.float32).max
+    visible = torch.isfinite(expected)
+    assert visible.any() and (expected[visible] > 0).any() and expected[visible].abs().max() < float32_max
+    for b, ctx in enumerate([20, 37]):
+        _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[b, :-(-ctx // 16)].long()], False)
+        assert scales.double().max() * inputs.weights[b * 2:b * 2 + 2].double().abs().max() > float32_max
+    on_device = inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
+    compare_logits(got, expected, magnitude)
+
+
 def test_reference_mask_follows_the_causal_rule(inputs, reference):
     expected, _ = reference
     # sequence 0: ctx 70, 2 live rows; sequence 1: ctx 33, 1 live row of 2
