@@ -405,6 +405,27 @@ CATALOG: tuple[Bug, ...] = (
             right=_expr("tl.where(BLOCK_N >= 64, tile, tile * BLOCK_N // KV_BLOCK)")),
     ),
     Bug(
+        name="subnormal-scales-flushed",
+        description="key scales below float32's normal range flushed to zero, as a GPU's fast math would: a"
+                    " valid subnormal scale against a large head weight gives zeros for ordinary logits",
+        exposed_by=Exposure("subnormal key scales against large head weights", _logits(lambda c: c.values == "subnormal")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("logits"))],
+                      value=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(
+            value=_expr("logits * tl.where(scales < 1.1754943508222875e-38, 0.0, scales)[:, None]")),
+    ),
+    Bug(
+        name="subnormal-weights-flushed",
+        description="head weights below float32's normal range flushed to zero: a valid subnormal weight"
+                    " against a large key scale gives zeros for ordinary logits",
+        exposed_by=Exposure("subnormal head weights against large key scales", _logits(lambda c: c.values == "subnormal")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
+                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.maximum(scores, 0.0) * tl.where(tl.abs(head_weights) < 1.1754943508222875e-38, 0.0,"
+            " head_weights)[None, :]")),
+    ),
+    Bug(
         name="fill-shares-in-int32",
         description="the -inf fill deals its tiles to the splits as s * F // S, in int32: where the split index"
                     " times the fill's tiles passes 2**31, the last splits fill from before the row",

@@ -23,7 +23,11 @@
   passes float32's maximum while the largest visible logit lies at 2**126: queries of one
   channel at fp8's least subnormal and keys 2**8 below their quantized range keep the dots
   small. A kernel that folds a token's scale into the head weights before the head sum
-  overflows there; one that applies it after the sum, as the contract allows, does not.
+  overflows there; one that applies it after the sum, as the contract allows, does not; or
+  subnormal factors against large ones, every logit near 1e-10: the key scales of the even
+  sequences and the head weights of the odd ones 2**135 times smaller (below float32's normal
+  range, still positive or signed as drawn), the other factor 2**100 times larger. A kernel that
+  flushes a subnormal scale or weight to zero returns zeros there.
 """
 
 from dataclasses import dataclass
@@ -31,7 +35,8 @@ from dataclasses import dataclass
 import torch
 
 FP8_MAX = 448.0
-VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy", "product-heavy")
+VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy", "product-heavy",
+          "subnormal")
 LARGE_SCALE = 2.0**16
 TINY_SCALE = 2.0**-40
 # key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
@@ -41,6 +46,9 @@ WEIGHT_HEAVY_PEAK = 0.7 * torch.finfo(torch.float32).max
 # product-heavy data: head weights, queries and keys, and where the largest visible logit lies
 PRODUCT_HEAVY_WEIGHT, PRODUCT_HEAVY_QUERY, PRODUCT_HEAVY_KEY = 2.0**60, 2.0**-9, 2.0**-8
 PRODUCT_HEAVY_PEAK = 2.0**126
+# subnormal data: the factor that takes a scale or a weight below float32's normal range, and
+# the one that brings the other factor up to keep the logits ordinary
+SUBNORMAL, SUBNORMAL_PARTNER = 2.0**-135, 2.0**100
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
 
@@ -250,6 +258,13 @@ def make_inputs(
             scales = (scales.double() / factor).float()
             if scales.abs().min() < torch.finfo(torch.float32).tiny:
                 raise ValueError("make_inputs: weight-heavy scales fall below float32's normal range")
+        elif values == "subnormal":
+            rows = slice(b * next_n, (b + 1) * next_n)
+            small, large = (scales, weights[rows]) if b % 2 == 0 else (weights[rows], scales)
+            small.copy_((small.double() * SUBNORMAL).float())
+            large.copy_((large.double() * SUBNORMAL_PARTNER).float())
+            if not (0 < small.abs().max() < torch.finfo(torch.float32).tiny):
+                raise ValueError("make_inputs: subnormal factors left float32's subnormal range")
         elif values == "product-heavy":
             keys = (keys.float() * PRODUCT_HEAVY_KEY).to(keys.dtype)
             live = next_n if next_n_lens is None else next_n_lens[b]

@@ -84,8 +84,9 @@ class Case:
     # larger against head weights 2**110 times smaller (the order of products decides overflow);
     # head weights that put a pre-scale logit at 0.7 of float32's maximum, key scales to match
     # head weights and key scales whose product passes float32's maximum, every logit ordinary
+    # subnormal key scales (even sequences) or head weights (odd ones) against large partners
     values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                                   "product-heavy"),
+                                   "product-heavy", "subnormal"),
                         compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
 
@@ -387,10 +388,10 @@ def curated() -> list[Case]:
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
               for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                             "product-heavy")]
+                             "product-heavy", "subnormal")]
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
-              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy")]
+              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)

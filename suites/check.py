@@ -153,6 +153,11 @@ def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
     except Exception as error:  # noqa: BLE001  (any exception: it needed a value)
         raise AssertionError(f"planning under validate=False read a tensor's values: {type(error).__name__}:"
                              f" {error}") from error
+    astray = [i for i, arg in enumerate(getattr(launch, "args", ())) if isinstance(arg, torch.Tensor)
+              and arg.device.type != "meta"]
+    if astray:
+        raise AssertionError(f"the launch planned for tensors on the meta device passes argument {astray[0]} on"
+                             f" {launch.args[astray[0]].device}: a tensor the launcher makes must lie on q's device")
     out = getattr(launch, "out", None)
     if out is None:
         return

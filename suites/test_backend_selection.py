@@ -70,3 +70,14 @@ def test_a_choice_the_caller_made_is_kept():
     run = _run("import triton\nimport kernel, os\nprint(os.environ['TRITON_INTERPRET'])", interpret="0")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "0"
+
+
+def test_triton_imported_first_on_a_gpu_machine_imports_the_op():
+    """With a CUDA device the compiled backend is the only choice, so an inference stack that
+    imports triton before kernel, leaving TRITON_INTERPRET unset, imports the op (a device
+    made to look present: the import only asks whether one is)."""
+    pretend_device = "import torch\ntorch.cuda.is_available = lambda: True\n"
+    run = _run(pretend_device + "import triton\nimport kernel, os\nprint(os.environ.get('TRITON_INTERPRET'))",
+               interpret=None)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "None"

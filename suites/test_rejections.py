@@ -121,10 +121,11 @@ def test_gate_fails_an_op_that_quotes_another_bad_value(rejection, device):
         check_rejection(rejection, _raises(edit.error, f"{edit.argument}: bad at b=1 [1, 0]"), device)
 
 
-def test_a_launch_runs_on_the_gpu_of_its_tensors(monkeypatch):
-    """Triton launches on the current device: a call whose tensors are all on cuda:1 while
-    cuda:0 is current must make cuda:1 current for its launch. Fake tensors and a recorded
-    device switch, so any machine runs this."""
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_launch_runs_on_the_gpu_of_its_tensors(monkeypatch, index):
+    """Triton launches on the current device: a call whose tensors are all on one GPU while
+    another is current must make theirs current for its launch, cuda:0 as well as cuda:1.
+    Fake tensors and a recorded device switch, so any machine runs this."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     import kernel.paged_mqa_logits as launcher
@@ -148,6 +149,24 @@ def test_a_launch_runs_on_the_gpu_of_its_tensors(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device", Switch)
     monkeypatch.setattr(launcher, "_paged_mqa_logits_kernel", Kernel())
     with FakeTensorMode():
-        out = torch.empty((2, 24), dtype=torch.float32, device="cuda:1")
+        out = torch.empty((2, 24), dtype=torch.float32, device=f"cuda:{index}")
         launcher.Launch((1, 1), (), {}, {}, out).run()
-    assert launched == [[torch.device("cuda:1")]] and switched[-1] is None
+    assert launched == [[torch.device(f"cuda:{index}")]] and switched[-1] is None
+
+
+def test_a_call_on_the_second_gpu_is_planned_there(monkeypatch):
+    """Every tensor a launch gets, the result the launcher allocates among them, lies on the
+    inputs' GPU (cuda:1), not on the current one or the CPU. Fake tensors, the SM count stubbed."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import kernel.paged_mqa_logits as launcher
+
+    monkeypatch.setattr(launcher, "device_sms", lambda device: 132)
+    shapes = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
+                  weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32))
+    with FakeTensorMode():
+        t = {n: torch.empty(shape, dtype=dtype, device="cuda:1") for n, (shape, dtype) in shapes.items()}
+        launch = launcher.plan_launch(t["q"], t["kv_cache"], t["weights"], t["context_lens"], t["block_table"], 24,
+                                      validate=False)
+    devices = {str(arg.device) for arg in launch.args if isinstance(arg, torch.Tensor)}
+    assert devices == {"cuda:1"} and str(launch.out.device) == "cuda:1"

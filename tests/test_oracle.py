@@ -196,6 +196,19 @@ def test_product_heavy_values_put_weight_times_scale_past_float32_and_every_logi
     compare_logits(got, expected, magnitude)
 
 
+def test_subnormal_values_put_scales_and_weights_below_float32s_normal_range(device):
+    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=10, values="subnormal")
+    tiny = torch.finfo(torch.float32).tiny
+    _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[0, :2].long()], False)
+    assert 0 < scales[:, :4].max() < tiny and 0 < inputs.weights[2:].abs().max() < tiny
+    expected, magnitude = reference_logits(inputs)
+    assert (expected[torch.isfinite(expected)].abs() > 1e-20).any()
+    on_device = inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
+    compare_logits(got, expected, magnitude)
+
+
 def test_reference_mask_follows_the_causal_rule(inputs, reference):
     expected, _ = reference
     # sequence 0: ctx 70, 2 live rows; sequence 1: ctx 33, 1 live row of 2
