@@ -33,7 +33,10 @@ def interpreter_incompatibility(triton_version: str, numpy_version: str) -> str 
     return None
 
 
-if os.environ.get("TRITON_INTERPRET") == "1":
+# the values Triton reads as "on" (case aside) for its boolean settings, TRITON_INTERPRET among them
+_TRITON_TRUE = ("1", "true", "on", "yes", "y")
+
+if os.environ.get("TRITON_INTERPRET", "").strip().lower() in _TRITON_TRUE:
     import numpy
     import triton
 

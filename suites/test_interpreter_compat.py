@@ -87,6 +87,6 @@ def test_the_pair_is_refused_only_where_the_interpreter_runs():
     by the caller or by ``kernel`` itself on a machine with no CUDA device."""
     compiled = _import_kernel("0")
     assert compiled.returncode == 0, compiled.stderr[-2000:]
-    for interpret in ("1", None):
+    for interpret in ("1", None, "true", "Yes"):  # Triton takes "true", "on", "yes", "y" as "1"
         interpreted = _import_kernel(interpret)
         assert interpreted.returncode != 0 and "cannot run with numpy 2.4.6" in interpreted.stderr, interpret
