@@ -936,6 +936,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="out-taken-dense-unvalidated",
+        description="under validate=False the launcher takes a caller's out as dense, its row stride"
+                    " max_model_len, saving a stride read: an out whose rows lie further apart is written wrong",
+        exposed_by=Exposure("a caller's out with rows apart, under validate=False (an input edit)",
+                            lambda c: isinstance(c, RejectionCase) and not c.validate and c.edit.startswith("out-")
+                            and EDITS[c.edit].error is None),
+        site=_method("out", "stride"),
+        mutate=_replace_with("(out.stride(0) if validate else max_model_len)"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="splits-capped-at-the-table",
         description="the launcher launches no split past the table's last tile, but tells the kernel the"
                     " caller's split count: the rows' columns past the table are never filled",

@@ -1346,7 +1346,9 @@ class RejectionCase:
 def rejection_cases(suite: str = "curated") -> list[RejectionCase]:
     """The edits of ``suite``: every edit, in every suite. A rejection that needs no tensor
     value is also made with ``validate=False``: SPEC §1 lets a caller skip the value checks,
-    never the others."""
+    never the others. A valid call that is computed is made both ways too: skipping the
+    value checks must not change how the op reads or writes its tensors (a caller's ``out``
+    inside a buffer, rows far apart)."""
     return [RejectionCase(edit.name, base, validate) for edit in EDITS.values() for base in edit.bases
             if edit.applies(_base_shapes(base))
             for validate in ((True, False) if _checked_unvalidated(edit) else (True,))]
@@ -1360,8 +1362,9 @@ def _base_shapes(base: str) -> OpInputs:
 
 def _checked_unvalidated(edit: InputEdit) -> bool:
     """Every rejection: one that reads no value must come under ``validate=False`` too; one
-    that reads values must not (the call is then planned, and must be accepted)."""
-    return edit.error is not None
+    that reads values must not (the call is then planned, and must be accepted). Every valid
+    call that is computed, not only planned."""
+    return edit.error is not None or not edit.planned_only
 
 
 def check_rejection(case: RejectionCase, op, device: str | torch.device = "cpu") -> None:
