@@ -220,15 +220,19 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
     return Call(edited, {"out": caller_out(edited)}, sequences=(0, repeats))
 
 
+# the fewest splits whose last split's share, s * tiles // S with tiles >= S, passes 2**31 as
+# the product s * tiles (46,342)
+SPLITS_PAST_INT32_SHARES = math.isqrt(INT32_LIMIT) + 2
+assert (SPLITS_PAST_INT32_SHARES - 1) * SPLITS_PAST_INT32_SHARES >= INT32_LIMIT
+
+
 def _fill_shares_past_int32(inputs: OpInputs) -> Call:
     """The longest sequence's row runs on past its context for as many tiles as there are
     splits, 46,342 of each, one tile a split: a split's first fill tile computed as
     ``s * F // S`` in int32 wraps at the last split (46,341 x 46,342 > 2**31). Only that
     sequence's row and its last tile, which the last split fills, are held; on the CPU only
     the last split of that sequence runs."""
-    block_n = KNOB_VALUES["block_n"]
-    splits = math.isqrt(INT32_LIMIT) + 2
-    assert (splits - 1) * splits >= INT32_LIMIT
+    block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
     longest = int(inputs.context_lens.argmax())
     context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
     edited = replace(inputs, max_model_len=(context_tiles + splits) * block_n)
@@ -242,8 +246,7 @@ def _context_shares_past_int32(inputs: OpInputs) -> Call:
     tile computed as ``s * T // S`` (or ``s * ctx // S``) in int32 wraps at the last split.
     Only that sequence's row and its last tile, which the last split computes, are held; on
     the CPU only the last split of that sequence runs."""
-    block_n = KNOB_VALUES["block_n"]
-    splits = math.isqrt(INT32_LIMIT) + 2
+    block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
     longest = int(inputs.context_lens.argmax())
     context = splits * block_n
     kv_block = inputs.kv_cache.shape[1]
@@ -674,9 +677,7 @@ def _elements_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
 def _storage_one_byte_in(tensor: torch.Tensor) -> torch.Tensor:
     """The same bytes at offset 0 of a storage that itself starts one byte into a buffer:
     misaligned, with no storage offset to show it."""
-    buffer = torch.empty(tensor.numel() + 1, dtype=tensor.dtype, device=tensor.device)
-    buffer[1:] = tensor.reshape(-1)
-    storage = buffer.untyped_storage()[tensor.element_size():]
+    storage = _elements_in(1)(tensor).untyped_storage()[tensor.element_size():]
     return torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage, 0, tensor.shape, tensor.stride())
 
 

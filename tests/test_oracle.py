@@ -5,6 +5,7 @@ import torch
 
 from kernel import fp8_paged_mqa_logits
 from oracle import (
+    OpInputs,
     LogitsMismatch,
     compare_logits,
     make_inputs,
@@ -163,50 +164,62 @@ def test_large_values_give_logits_past_every_16_bit_float(device):
     compare_logits(fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu(), expected, magnitude)
 
 
+# two sequences of 20 and 37 tokens, 16-token blocks, the second with one live row of two
+_VALUE_DATA_LENGTHS = [20, 37]
+
+
+def _value_data_inputs(values: str, seed: int) -> OpInputs:
+    return make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                       context_lens=_VALUE_DATA_LENGTHS, max_model_len=40, next_n_lens=[2, 1], seed=seed,
+                       values=values)
+
+
+def _scales_of(inputs: OpInputs, b: int) -> torch.Tensor:
+    """Sequence ``b``'s key scales, one per context position, in float64."""
+    ctx = _VALUE_DATA_LENGTHS[b]
+    _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[b, :-(-ctx // 16)].long()], False)
+    return scales.double().reshape(-1)[:ctx]
+
+
+def _held_on(device, inputs: OpInputs, expected, magnitude, **knobs) -> None:
+    on_device = inputs.to(device)
+    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs(), **knobs).cpu()
+    compare_logits(got, expected, magnitude)
+
+
 def test_weight_heavy_values_put_a_pre_scale_logit_where_two_copies_overflow(device):
-    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
-                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=8, values="weight-heavy")
+    inputs = _value_data_inputs("weight-heavy", seed=8)
     expected, magnitude = reference_logits(inputs)
     float32_max = torch.finfo(torch.float32).max
     visible = torch.isfinite(expected)
     assert visible.any() and expected[visible].abs().max() < 1e6  # the logits themselves are ordinary
-    for b, ctx in enumerate([20, 37]):
-        _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[b, :-(-ctx // 16)].long()], False)
-        rows = expected[b * 2:b * 2 + 2, :ctx]
-        pre_scale = rows / scales.double().reshape(-1)[:ctx]
+    for b, ctx in enumerate(_VALUE_DATA_LENGTHS):
+        pre_scale = expected[b * 2:b * 2 + 2, :ctx] / _scales_of(inputs, b)
         largest = pre_scale[torch.isfinite(pre_scale)].max()
         assert float32_max / 2 < largest < float32_max  # one copy fits float32, two added do not
-    on_device = inputs.to(device)
-    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs(), block_n=16).cpu()
-    compare_logits(got, expected, magnitude)
+    _held_on(device, inputs, expected, magnitude, block_n=16)
 
 
 def test_product_heavy_values_put_weight_times_scale_past_float32_and_every_logit_inside(device):
-    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
-                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=9, values="product-heavy")
+    inputs = _value_data_inputs("product-heavy", seed=9)
     expected, magnitude = reference_logits(inputs)
     float32_max = torch.finfo(torch.float32).max
     visible = torch.isfinite(expected)
     assert visible.any() and (expected[visible] > 0).any() and expected[visible].abs().max() < float32_max
-    for b, ctx in enumerate([20, 37]):
-        _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[b, :-(-ctx // 16)].long()], False)
-        assert scales.double().max() * inputs.weights[b * 2:b * 2 + 2].double().abs().max() > float32_max
-    on_device = inputs.to(device)
-    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
-    compare_logits(got, expected, magnitude)
+    for b in range(len(_VALUE_DATA_LENGTHS)):
+        assert _scales_of(inputs, b).max() * inputs.weights[b * 2:b * 2 + 2].double().abs().max() > float32_max
+    _held_on(device, inputs, expected, magnitude)
 
 
 def test_subnormal_values_put_scales_and_weights_below_float32s_normal_range(device):
-    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
-                         context_lens=[20, 37], max_model_len=40, next_n_lens=[2, 1], seed=10, values="subnormal")
+    inputs = _value_data_inputs("subnormal", seed=10)
     tiny = torch.finfo(torch.float32).tiny
-    _, scales = unpack_blocks(inputs.kv_cache[inputs.block_table[0, :2].long()], False)
-    assert 0 < scales[:, :4].max() < tiny and 0 < inputs.weights[2:].abs().max() < tiny
+    scales = _scales_of(inputs, 0)
+    assert 0 < torch.cat([scales[:4], scales[16:20]]).max() < tiny  # each block's first four
+    assert 0 < inputs.weights[2:].abs().max() < tiny
     expected, magnitude = reference_logits(inputs)
     assert (expected[torch.isfinite(expected)].abs() > 1e-20).any()
-    on_device = inputs.to(device)
-    got = fp8_paged_mqa_logits(*on_device.op_args(), **on_device.op_kwargs()).cpu()
-    compare_logits(got, expected, magnitude)
+    _held_on(device, inputs, expected, magnitude)
 
 
 def test_reference_mask_follows_the_causal_rule(inputs, reference):
