@@ -44,6 +44,9 @@ SAME_CONFIGURATION = "the same configuration did not compile in an earlier case"
 # the text of a stillborn result that stands for the whole mutant: its module did not import
 IMPORT_FAILED = "import failed"
 
+# kernels a worker keeps for later mutants to share (see ``share_compiled_kernels``)
+KERNELS_KEPT = 8
+
 # Errors Triton raises while turning kernel source into code: the mutant does not compile.
 _COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}
 # The interpreter raises what a compile would reject (type and shape errors) while tracing,
@@ -92,6 +95,47 @@ def load_op(overlay: str, op: str):
     finally:
         sys.path.remove(overlay)
     return getattr(module, function)
+
+
+def share_compiled_kernels(package: str, kernels: dict[tuple, object]) -> int:
+    """Give every Triton kernel of ``package`` as now imported the compiled kernels this process
+    already holds for a kernel of the same compile identity (an earlier mutant's, or the
+    original's), so that a mutant that leaves the kernel alone loads none of them again; the
+    first kernel of each identity is kept in ``kernels``, the ``KERNELS_KEPT`` most recently
+    used (each holds its compiled code on the device). Returns how many kernels were given
+    another's. The identity is what Triton's JIT keys its compiles on: its source hash (the
+    source, the kernels it calls, the constexpr globals it reads and its first line) and the
+    decorator's arguments, which that hash leaves out."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return 0
+    shared = 0
+    for name, module in list(sys.modules.items()):
+        if not (name == package or name.startswith(f"{package}.")):
+            continue
+        for value in _values(module):
+            if not isinstance(value, JITFunction):
+                continue
+            try:
+                identity = compile_identity(value)
+            except Exception:  # noqa: BLE001  (Triton cannot hash it: it compiles its own code at launch)
+                continue
+            first = kernels.pop(identity, value)
+            kernels[identity] = first  # the most recently used last
+            if first is not value and value.device_caches is not first.device_caches:
+                value.device_caches = first.device_caches
+                shared += 1
+    while len(kernels) > KERNELS_KEPT:
+        del kernels[next(iter(kernels))]  # a kernel mutant's, most likely: none will share it
+    return shared
+
+
+def compile_identity(kernel) -> tuple:
+    """What two Triton kernels must share for one's compiled code to serve the other's launch."""
+    return (kernel.cache_key, kernel.debug, kernel.noinline,
+            tuple((p.name, p.is_constexpr, p.do_not_specialize, p.do_not_specialize_on_alignment)
+                  for p in kernel.params))
 
 
 def _dependents(package: str) -> list[str]:
@@ -224,6 +268,7 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
     _report_compiles(conn)
     conn.send(("ready", time.monotonic()))
     loaded = None  # (overlay, op): the shares of one mutant reuse its import and its compiled kernels
+    kernels: dict[tuple, object] = {}  # the first kernel loaded of each compile identity, across mutants
     while True:
         task = conn.recv()
         if task is None:
@@ -235,6 +280,8 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
             started = time.perf_counter()
             try:
                 loaded = (overlay, load_op(overlay, op))
+                if device != "cpu":
+                    share_compiled_kernels(op.split(".")[0].split(":")[0], kernels)
                 conn.send(("loaded", time.perf_counter() - started))
             except Exception as error:
                 loaded = None

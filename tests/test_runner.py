@@ -853,6 +853,70 @@ def test_the_modules_that_imported_a_mutants_package_see_the_next_mutant(tmp_pat
     assert {"torch", "mutants.worker", "mutants.outcomes"} <= set(sys.modules)
 
 
+SHARED_KERNEL_PACKAGE = """import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+SCALE = tl.constexpr({scale})
+
+
+def _body(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n) * {factor} * SCALE, mask=offsets < n)
+
+
+kernel = JITFunction(_body, do_not_specialize={unspecialized})
+
+
+def launch():
+    return {launcher}
+"""
+
+
+@pytest.mark.parametrize("change, shared", [
+    ({"launcher": "2"}, True),  # a host mutant: the kernel's compiled code serves it
+    ({"factor": "3"}, False),  # the kernel's body
+    ({"scale": "4"}, False),  # a constexpr global the kernel reads
+    ({"unspecialized": "['n']"}, False),  # the decorator's arguments, outside Triton's source hash
+])
+def test_a_mutant_reuses_the_compiled_kernels_of_a_kernel_it_leaves_alone(tmp_path, monkeypatch, change, shared):
+    from mutants.worker import share_compiled_kernels
+
+    original = {"scale": "2", "factor": "2", "unspecialized": "[]", "launcher": "1"}
+    for name, fields in (("original", original), ("mutant", {**original, **change})):
+        package = tmp_path / name / "sharedkernel"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(SHARED_KERNEL_PACKAGE.format(**fields))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    kernels = {}
+    load_op(str(tmp_path / "original"), "sharedkernel:launch")
+    first = sys.modules["sharedkernel"].kernel
+    assert share_compiled_kernels("sharedkernel", kernels) == 0 and list(kernels.values()) == [first]
+    assert load_op(str(tmp_path / "mutant"), "sharedkernel:launch")() == int({**original, **change}["launcher"])
+    second = sys.modules["sharedkernel"].kernel
+    assert second is not first
+    assert share_compiled_kernels("sharedkernel", kernels) == int(shared)
+    assert (second.device_caches is first.device_caches) == shared
+
+
+def test_a_worker_keeps_the_most_recently_shared_kernels(tmp_path, monkeypatch):
+    """Each kernel mutant adds a compile identity no later mutant shares; the original's, shared
+    by every mutant that leaves the kernel alone, stays while they come and go."""
+    from mutants import worker
+
+    monkeypatch.setattr(worker, "KERNELS_KEPT", 2)
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    original = {"scale": "2", "factor": "2", "unspecialized": "[]", "launcher": "1"}
+    kernels = {}
+    for step, factor in enumerate(["2", "3", "2", "5", "2", "7"]):
+        package = tmp_path / f"m{step}" / "sharedkernel"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(SHARED_KERNEL_PACKAGE.format(**{**original, "factor": factor}))
+        load_op(str(tmp_path / f"m{step}"), "sharedkernel:launch")
+        shared = worker.share_compiled_kernels("sharedkernel", kernels)
+        assert shared == int(factor == "2" and step > 0) and len(kernels) <= 2
+
+
 NOISY_OP = '''import warnings
 warnings.warn("a mutant's source warns on import", SyntaxWarning)
 
