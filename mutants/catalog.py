@@ -1260,6 +1260,19 @@ CATALOG: tuple[Bug, ...] = (
 )
 
 
+def _mutated_source(source: str, module: cst.Module, site: cst.CSTNode, replacement: cst.CSTNode,
+                    text: tuple[int, int, str, str]) -> str:
+    """The file's source with ``site`` replaced. A site and a replacement on one line each are
+    spliced into the text (what libcst would render: an expression's code does not depend on
+    its block); any other goes through libcst, which re-renders the whole module."""
+    line, column, before, after = text
+    if "\n" in before or "\n" in after:
+        return module.deep_replace(site, replacement).code
+    start = sum(len(earlier) + 1 for earlier in source.split("\n")[:line - 1]) + column
+    assert source[start:start + len(before)] == before
+    return source[:start] + after + source[start + len(before):]
+
+
 def _site_text(source: str, span, code: str) -> tuple[int, int, str]:
     """(line, column, text) of a site in the file's own text: from the first line of the node's
     code (a statement's span starts at its indent and blank lines), to the span's end. A site
@@ -1279,6 +1292,10 @@ def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[
     """Per bug name, the nodes matching its site in the code ``scope`` covers, outermost
     first: one walk of the module for all of ``bugs``."""
     found = {bug.name: [] for bug in bugs}
+    by_type: dict[type | None, list[Bug]] = {}
+    for bug in bugs:
+        by_type.setdefault(_node_type(bug.site), []).append(bug)
+    anywhere = by_type.pop(None, [])
 
     class Find(m.MatcherDecoratableVisitor):
         def __init__(self):
@@ -1288,7 +1305,7 @@ def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[
         def on_visit(self, node: cst.CSTNode) -> bool:
             self.tracker.enter(node)
             if self.tracker.inside:
-                for bug in bugs:
+                for bug in by_type.get(type(node), []) + anywhere:
                     if m.matches(node, bug.site):
                         found[bug.name].append(node)
             return super().on_visit(node)
@@ -1299,6 +1316,15 @@ def _sites(module: cst.Module, bugs: list[Bug], scope: Scope) -> dict[str, list[
 
     module.visit(Find())
     return found
+
+
+def _node_type(matcher) -> type | None:
+    """The libcst node class every node ``matcher`` matches is an instance of, where it names
+    one (``m.Call`` -> ``cst.Call``; an ``&`` of matchers, its first that names one); else None."""
+    if isinstance(matcher, m.AllOf):
+        return next((t for t in map(_node_type, matcher.options) if t is not None), None)
+    node_type = getattr(cst, type(matcher).__name__, None)
+    return node_type if isinstance(node_type, type) and issubclass(node_type, cst.CSTNode) else None
 
 
 def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALOG,
@@ -1330,7 +1356,7 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
                                f" of {bug.path}; matched {where}")
         site = sites[bug.name][0]
         replacement = bug.mutate(site)
-        mutated = module.deep_replace(site, replacement)
+        after = module.code_for_node(replacement)
         # the whitespace-inclusive span counts the site's own parentheses
         line, column, before = _site_text(sources[bug.path], wrapper.resolve(WhitespaceInclusivePositionProvider)[site],
                                           module.code_for_node(site))
@@ -1341,10 +1367,10 @@ def catalog_mutants(root: Path = PROJECT_ROOT, catalog: tuple[Bug, ...] = CATALO
             line=line,
             column=column,
             before=before,
-            after=module.code_for_node(replacement),
+            after=after,
             description=bug.description,
             exposed_by=bug.exposed_by.text,
-            source=mutated.code,
+            source=_mutated_source(sources[bug.path], module, site, replacement, (line, column, before, after)),
             side=bug.side,
         ))
     return mutants

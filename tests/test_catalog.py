@@ -26,6 +26,18 @@ def test_every_bug_has_one_site_in_the_shipped_op():
         assert mutant.exposed_by and mutant.description
 
 
+def test_a_spliced_site_is_what_libcst_renders_the_whole_module_with(monkeypatch):
+    """The one-line sites are spliced into the file's text; the source must be the module libcst
+    renders with the site replaced, for every bug."""
+    from mutants import catalog
+
+    spliced = {m.id: m.source for m in catalog_mutants()}
+    monkeypatch.setattr(catalog, "_mutated_source",
+                        lambda source, module, site, replacement, text: module.deep_replace(site, replacement).code)
+    rendered = {m.id: m.source for m in catalog_mutants()}
+    assert spliced == rendered
+
+
 def _project_with_kernel(tmp_path, source: str):
     for folder in ("kernel",):
         shutil.copytree(PROJECT_ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
