@@ -387,10 +387,12 @@ class Runner:
         return self.case_seconds
 
     def _original_on(self, indices, original: str, *, label: str, beside: list["_Task"] = ()) -> list["_Progress"]:
-        """The unmutated kernel on the cases at ``indices``, each compiled kernel in one worker,
-        with the tasks ``beside`` queued after them in the same batch."""
-        chunks = compile_grouped_chunks([self.cases[i] for i in indices], self.jobs)
-        tasks = [_Task("<baseline>", original, [indices[i] for i in chunk], False) for chunk in chunks if chunk]
+        """The unmutated kernel on the cases at ``indices``, with the tasks ``beside`` in the
+        same batch: one task dealt out in shares (each a run of one compiled kernel's cases, so
+        a kernel is compiled by one worker or few), shares growing smaller as the cases run
+        out, so that no worker waits while another still holds a long run of costly cases."""
+        order = compile_grouped_order([self.cases[i] for i in indices])
+        tasks = [_Task("<baseline>", original, [indices[i] for i in order], False, shared=True)] if order else []
         return self._run_tasks(tasks + list(beside), label=label, per_case=True)
 
     # -- cases beyond the suite, for a search --
@@ -1144,12 +1146,9 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
     return f"; running: {named}" + (f" and {len(running) - most} more" if len(running) > most else "")
 
 
-def compile_grouped_chunks(cases, jobs: int) -> list[list[int]]:
-    """Case indices dealt to ``jobs`` workers in contiguous runs of the same compiled kernel,
-    so that each configuration is compiled by one worker, not by every worker at once."""
-    order = sorted(range(len(cases)), key=lambda i: (cases[i].compile_key, i))
-    size = -(-len(order) // max(1, jobs)) if order else 0
-    return [sorted(order[i:i + size]) for i in range(0, len(order), size)] if size else []
+def compile_grouped_order(cases) -> list[int]:
+    """Case indices with the cases of each compiled kernel side by side (suite order within)."""
+    return sorted(range(len(cases)), key=lambda i: (cases[i].compile_key, i))
 
 
 def _loss_detail(reasons: list[str]) -> str:

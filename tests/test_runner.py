@@ -22,7 +22,7 @@ from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.walk import HOST
-from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_chunks,
+from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
                             least_loaded, running_status, worker_status)
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, classify_exception, load_op, stops, worker_main
 from mutants.store import Answer, Result, Scope, Store
@@ -252,15 +252,36 @@ def test_the_op_failing_is_a_failure_and_the_machine_failing_is_not():
     assert classify_exception(OSError(28, "No space left on device")) == ERROR
 
 
-def test_baseline_chunks_keep_each_kernel_on_one_worker():
+def test_the_baseline_deals_each_kernel_to_few_workers_and_keeps_every_worker_busy(tmp_path):
+    """The baseline is one task in shares of one compiled kernel's cases: a kernel is split
+    only where a share ends, and the last shares are small, so no worker sits idle while
+    another works through a long run of costly cases (a fixed split into one chunk per worker
+    left one worker running for minutes after the other had finished)."""
+    from mutants.runner import SHARE_CASES, _Progress, _Scheduler, _Task
+
     cases = curated()
-    keys = {c.compile_key for c in cases}
-    for jobs in (1, 2, 7, 16):
-        chunks = compile_grouped_chunks(cases, jobs)
-        assert len(chunks) <= jobs
-        assert sorted(i for chunk in chunks for i in chunk) == list(range(len(cases)))
-        compiles = sum(len({cases[i].compile_key for i in chunk}) for chunk in chunks)
-        assert compiles <= len(keys) + len(chunks) - 1  # a kernel is split only at a chunk boundary
+    order = compile_grouped_order(cases)
+    assert sorted(order) == list(range(len(cases)))
+    keys = [cases[i].compile_key for i in order]
+    assert sum(a != b for a, b in zip(keys, keys[1:])) == len({c.compile_key for c in cases}) - 1
+    runner = _runner(tmp_path, cases)
+    try:
+        for jobs in (2, 16):
+            runner.jobs = jobs
+            scheduler = _Scheduler(runner, [], label="")
+            progress = _Progress(_Task("<baseline>", "", order, False, shared=True))
+            shares = []
+            while progress.unassigned():
+                shares.append(scheduler._share(progress))
+                progress.assigned.update(shares[-1])
+                progress.holders = 1
+            assert sorted(i for share in shares for i in share) == sorted(order)
+            kernels = sum(len({cases[i].compile_key for i in share}) for share in shares)
+            assert kernels <= len(set(keys)) + len(shares) - 1  # a kernel is split only where a share ends
+            assert len(shares) >= min(4 * jobs, len(order) // SHARE_CASES)
+            assert max(map(len, shares[-jobs:])) <= SHARE_CASES
+    finally:
+        runner.close()
 
 
 def test_ctrl_c_while_a_worker_starts_is_not_its_own(tmp_path):
