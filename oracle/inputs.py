@@ -51,6 +51,8 @@ PRODUCT_HEAVY_PEAK = 2.0**126
 SUBNORMAL, SUBNORMAL_PARTNER = 2.0**-135, 2.0**100
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
+# a pool this large moves to another device in its named blocks only (``OpInputs.to``)
+SPARSE_POOL_BYTES = 2**30
 
 
 @dataclass
@@ -81,7 +83,9 @@ class OpInputs:
 
     def to(self, device) -> "OpInputs":
         """The same inputs on ``device``, each tensor with its strides and the memory around
-        it (a column slice stays a slice of its whole table)."""
+        it (a column slice stays a slice of its whole table). A pool of ``SPARSE_POOL_BYTES``
+        or more that is its whole storage moves only the blocks the table names: the rest
+        holds what its allocation holds, there as here (unwritten memory)."""
         def move(t):
             if t is None:
                 return None
@@ -89,10 +93,23 @@ class OpInputs:
             whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.nbytes() // t.element_size(),))
             return whole.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
 
+        pool = self._pool_to(device)
         return OpInputs(
-            move(self.q), move(self.kv_cache), move(self.weights), move(self.context_lens),
+            move(self.q), move(self.kv_cache) if pool is None else pool, move(self.weights), move(self.context_lens),
             move(self.block_table), self.max_model_len, move(self.next_n_lens), self.preshuffle,
         )
+
+    def _pool_to(self, device) -> torch.Tensor | None:
+        """``kv_cache`` on ``device``, only its named blocks moved; None unless it is a large,
+        dense pool that is the whole of its storage."""
+        pool = self.kv_cache
+        if (pool.untyped_storage().nbytes() < SPARSE_POOL_BYTES or pool.storage_offset() or not pool.is_contiguous()
+                or pool.numel() * pool.element_size() != pool.untyped_storage().nbytes()):
+            return None
+        named = self.block_table[(self.block_table >= 0) & (self.block_table < pool.shape[0])].long().unique()
+        moved = torch.empty_like(pool, device=device)
+        moved[named.to(device)] = pool[named].to(device)
+        return moved
 
 
 def quantize_per_token(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -303,3 +303,24 @@ def test_large_pool_puts_used_blocks_past_2gib():
     table, num_blocks = block_pool([64], 64, 2, generator, min_pool_bytes=2**31 + 1, block_bytes=64 * 132)
     assert num_blocks * 64 * 132 > 2**31
     assert int(table[0, 0]) * 64 * 132 >= 2**31 + 1
+
+
+def test_a_large_pool_moves_in_the_blocks_its_table_names(monkeypatch, device):
+    """A pool of gigabytes, most of it blocks no sequence uses, moves to the device in its named
+    blocks only (touching every page of the rest cost seconds a case); the op sees the same
+    keys and computes the same logits."""
+    from oracle import inputs as inputs_module
+
+    monkeypatch.setattr(inputs_module, "SPARSE_POOL_BYTES", 2**20)
+    inputs = make_inputs(batch=2, next_n=1, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                         context_lens=[20, 37], max_model_len=40, next_n_lens=None, seed=11, min_pool_bytes=2**21)
+    named = inputs.block_table[(inputs.block_table >= 0) & (inputs.block_table < inputs.kv_cache.shape[0])].long()
+    assert inputs.kv_cache.untyped_storage().nbytes() > 2**21 and named.unique().numel() < inputs.kv_cache.shape[0] / 10
+    moved = inputs.to(device)
+    assert moved.kv_cache.shape == inputs.kv_cache.shape and moved.kv_cache.is_contiguous()
+    assert moved.kv_cache.untyped_storage().data_ptr() != inputs.kv_cache.untyped_storage().data_ptr()
+    assert torch.equal(moved.kv_cache[named.to(moved.kv_cache.device)].cpu(), inputs.kv_cache[named])
+    expected, magnitude = reference_logits(inputs)
+    _held_on(device, inputs, expected, magnitude)
+    monkeypatch.setattr(inputs_module, "SPARSE_POOL_BYTES", 2**40)  # below the bound: the whole storage moves
+    assert torch.equal(inputs.to(device).kv_cache.cpu(), inputs.kv_cache)
