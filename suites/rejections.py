@@ -578,6 +578,12 @@ def _per_tensor_edits() -> list[InputEdit]:
                       _and(applies, _last_dim_longer_than_one(name))),
             # accepted: the tensor starts inside its buffer, after values no call may read
             InputEdit(f"{name}-inside-its-buffer", "", None, _inside_buffer(name), applies),
+        ]
+        if name != "kv_cache":  # (the cache's scales need 4-byte steps: see its own edits)
+            # accepted: one element in, off every wider boundary (q one byte in): a tensor's
+            # alignment is its element's, whatever a kernel would rather load
+            edits.append(InputEdit(f"{name}-one-element-into-its-buffer", "", None, _inside_buffer(name, 1), applies))
+        edits += [
             # accepted: a dimension of size one addresses the same elements whatever its stride
             InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
                       _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
@@ -632,12 +638,13 @@ def _has_size_one_dim(name: str) -> Callable[[OpInputs], bool]:
     return test
 
 
-def _inside_buffer(name: str) -> Callable[[OpInputs], Call]:
-    """``name`` moved to the second half of a buffer twice its size, the first half poison (NaN,
-    or ids and lengths no call may hold): an op that addressed the buffer, not the tensor, reads it."""
+def _inside_buffer(name: str, poisoned: int | None = None) -> Callable[[OpInputs], Call]:
+    """``name`` moved to the end of a buffer, after ``poisoned`` elements of poison (NaN, or ids
+    and lengths no call may hold; by default as many as the tensor has): an op that addressed
+    the buffer, not the tensor, reads it."""
     def moved(tensor: torch.Tensor) -> torch.Tensor:
-        count = tensor.numel()
-        buffer = torch.empty(2 * count, dtype=tensor.dtype, device=tensor.device)
+        count = tensor.numel() if poisoned is None else poisoned
+        buffer = torch.empty(count + tensor.numel(), dtype=tensor.dtype, device=tensor.device)
         if tensor.dtype == torch.uint8:  # the cache's bytes: 0xFF is a NaN key and a NaN scale
             buffer[:count] = 255
         elif tensor.dtype.is_floating_point:
