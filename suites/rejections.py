@@ -224,28 +224,34 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
 # the product s * tiles (46,342)
 SPLITS_PAST_INT32_SHARES = math.isqrt(INT32_LIMIT) + 2
 assert (SPLITS_PAST_INT32_SHARES - 1) * SPLITS_PAST_INT32_SHARES >= INT32_LIMIT
+# the last splits held (one tile each): a share's end, (s + 1) * tiles // S, passes 2**31 from
+# the third-last split on, its start from the second-last; the fourth-last passes it nowhere
+SHARE_SPLITS_HELD = 4
+assert (SPLITS_PAST_INT32_SHARES - SHARE_SPLITS_HELD + 1) * SPLITS_PAST_INT32_SHARES < INT32_LIMIT
 
 
 def _fill_shares_past_int32(inputs: OpInputs) -> Call:
     """The longest sequence's row runs on past its context for as many tiles as there are
     splits, 46,342 of each, one tile a split: a split's first fill tile computed as
-    ``s * F // S`` in int32 wraps at the last split (46,341 x 46,342 > 2**31). Only that
-    sequence's row and its last tile, which the last split fills, are held; on the CPU only
-    the last split of that sequence runs."""
+    ``s * F // S`` in int32 wraps at the last split (46,341 x 46,342 > 2**31), an end
+    ``(s + 1) * F // S`` from the third-last on. Only that sequence's row and its last
+    ``SHARE_SPLITS_HELD`` tiles, which the last splits fill, are held; on the CPU only those
+    splits of that sequence run."""
     block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
     longest = int(inputs.context_lens.argmax())
     context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
     edited = replace(inputs, max_model_len=(context_tiles + splits) * block_n)
     return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
-                sequences=(longest,), splits=(splits - 1,), columns=slice(-block_n, None))
+                sequences=(longest,), splits=_last_splits(splits), columns=slice(-SHARE_SPLITS_HELD * block_n, None))
 
 
 def _context_shares_past_int32(inputs: OpInputs) -> Call:
     """The longest sequence's context made as many tiles long as there are splits, 46,342 of
     each (2.97 million tokens, its table cycling through the blocks it used): a split's first
-    tile computed as ``s * T // S`` (or ``s * ctx // S``) in int32 wraps at the last split.
-    Only that sequence's row and its last tile, which the last split computes, are held; on
-    the CPU only the last split of that sequence runs."""
+    tile computed as ``s * T // S`` (or ``s * ctx // S``) in int32 wraps at the last split, an
+    end from the third-last on. Only that sequence's row and its last ``SHARE_SPLITS_HELD``
+    tiles, which the last splits compute, are held; on the CPU only those splits of that
+    sequence run."""
     block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
     longest = int(inputs.context_lens.argmax())
     context = splits * block_n
@@ -260,7 +266,12 @@ def _context_shares_past_int32(inputs: OpInputs) -> Call:
     context_lens[longest] = context
     edited = replace(inputs, context_lens=context_lens, block_table=table, max_model_len=context)
     return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
-                sequences=(longest,), splits=(splits - 1,), columns=slice(context - block_n, context))
+                sequences=(longest,), splits=_last_splits(splits),
+                columns=slice(context - SHARE_SPLITS_HELD * block_n, context))
+
+
+def _last_splits(splits: int) -> tuple[int, ...]:
+    return tuple(range(splits - SHARE_SPLITS_HELD, splits))
 
 
 def _pool_past_int32_blocks(inputs: OpInputs) -> Call:
