@@ -224,6 +224,10 @@ def _q_past_int32_elements(inputs: OpInputs) -> Call:
 # the product s * tiles (46,342)
 SPLITS_PAST_INT32_SHARES = math.isqrt(INT32_LIMIT) + 2
 assert (SPLITS_PAST_INT32_SHARES - 1) * SPLITS_PAST_INT32_SHARES >= INT32_LIMIT
+# the widest key tile a caller may ask for (block_n)
+WIDEST_KEY_TILE = 128
+# tiles per split of the float32 edit: 131,073 tiles (2**24 + 6 tokens of 128) over 43,691 splits
+FLOAT32_EDGE_TILES_PER_SPLIT = 3
 # the last splits held (one tile each): a share's end, (s + 1) * tiles // S, passes 2**31 from
 # the third-last split on, its start from the second-last; the fourth-last passes it nowhere
 SHARE_SPLITS_HELD = 4
@@ -253,8 +257,34 @@ def _context_shares_past_int32(inputs: OpInputs) -> Call:
     tiles, which the last splits compute, are held; on the CPU only those splits of that
     sequence run."""
     block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
-    longest = int(inputs.context_lens.argmax())
     context = splits * block_n
+    edited, longest = _longest_context_made(inputs, context, max_model_len=context)
+    return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
+                sequences=(longest,), splits=_last_splits(splits),
+                columns=slice(context - SHARE_SPLITS_HELD * block_n, context))
+
+
+def _context_past_float32_integers(inputs: OpInputs) -> Call:
+    """The longest sequence's context made 2**24 + 6 tokens, past the integers float32 holds
+    exactly: a causal bound or a position taken as a float rounds, and row 0's last visible
+    position, 2**24 + 3, rounds up to the next, which it must not see. The row runs over
+    131,073 tiles of 128 tokens in 43,691 splits of exactly 3 (every way of sharing tiles out
+    gives the last split the last three); only those, which the last split computes, are
+    held, and on the CPU only that split runs."""
+    block_n, context = WIDEST_KEY_TILE, 2**24 + 6
+    tiles = -(-context // block_n)
+    splits = tiles // FLOAT32_EDGE_TILES_PER_SPLIT
+    assert splits * FLOAT32_EDGE_TILES_PER_SPLIT == tiles and splits <= GRID_Y_LIMIT
+    edited, longest = _longest_context_made(inputs, context, max_model_len=tiles * block_n)
+    return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
+                sequences=(longest,), splits=(splits - 1,),
+                columns=slice((tiles - FLOAT32_EDGE_TILES_PER_SPLIT) * block_n, tiles * block_n))
+
+
+def _longest_context_made(inputs: OpInputs, context: int, *, max_model_len: int) -> tuple[OpInputs, int]:
+    """The inputs with the longest sequence's context made ``context`` tokens long, its table
+    cycling through the blocks it used; returns them and that sequence's index."""
+    longest = int(inputs.context_lens.argmax())
     kv_block = inputs.kv_cache.shape[1]
     used = inputs.block_table[longest, :_used_blocks(inputs, longest)]
     entries = -(-context // kv_block)
@@ -264,10 +294,7 @@ def _context_shares_past_int32(inputs: OpInputs) -> Call:
     table[longest, :entries] = used.repeat(-(-entries // used.numel()))[:entries]
     context_lens = inputs.context_lens.clone()
     context_lens[longest] = context
-    edited = replace(inputs, context_lens=context_lens, block_table=table, max_model_len=context)
-    return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
-                sequences=(longest,), splits=_last_splits(splits),
-                columns=slice(context - SHARE_SPLITS_HELD * block_n, context))
+    return replace(inputs, context_lens=context_lens, block_table=table, max_model_len=max_model_len), longest
 
 
 def _last_splits(splits: int) -> tuple[int, ...]:
@@ -954,6 +981,9 @@ EDITS: dict[str, InputEdit] = _by_name([
               bases=("one-sequence-kvb64",)),
     InputEdit("context_lens-split-shares-past-int32", "", None, _context_shares_past_int32,
               bases=("one-sequence-kvb64",)),
+    # three live rows: row 0's bound, 2**24 + 3, rounds up in float32 to a position it must not see
+    InputEdit("context_lens-past-float32-integers", "", None, _context_past_float32_integers,
+              bases=("one-sequence-next-n-3",)),
     InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
               lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
     InputEdit("max_model_len-at-its-bound-past-int32-logits", "", None, _logits_past_int32_planned,
