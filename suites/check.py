@@ -30,7 +30,7 @@ from oracle.compare import tolerance_for
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
-from suites.rejections import check_cuda_grid, launch_planner, same_bits
+from suites.rejections import assert_owned, check_cuda_grid, launch_planner, same_bits
 
 GUARD_COLUMNS = 7
 # inputs up to this many elements are compared before and after the calls (a pool of
@@ -209,17 +209,6 @@ def interpreter_checked(device: str | torch.device):
             mismatch = f"the model's bytes moved {model.bytes_moved():,} B, where the launch loaded and stored {moved:,} B"
         if mismatch:
             raise WorkMismatch(f"launch {number} of {len(launches)}: {mismatch}")
-
-
-def assert_owned(result: torch.Tensor, others: list[torch.Tensor]) -> None:
-    """A result the op allocated is the caller's alone: it shares no memory with an input, a
-    caller's out, or another call's result (a buffer kept across calls would be overwritten
-    by the next call, with values the same only when the inputs are)."""
-    mine = result.untyped_storage().data_ptr()
-    shared = [i for i, other in enumerate(others) if other.untyped_storage().data_ptr() == mine]
-    if shared:
-        raise AssertionError(f"the op's result shares its memory with {len(shared)} other tensor(s) of the case:"
-                             " a result allocated for the call must be its own")
 
 
 def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -> None:

@@ -1174,6 +1174,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             expected, magnitude = reference_logits(as_given, held)
             result, expected, magnitude = result[:, call.columns], expected[:, call.columns], magnitude[:, call.columns]
         compare_logits(result, expected, magnitude, rtol=tolerance_for(result.device))
+        if call.sequences is None and call.columns is None:
+            _check_called_again(edit, op, edited, keywords)
         return
     if edit.reads_values:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
@@ -1193,6 +1195,47 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
     _check_unchanged(edit, given, edited)
+
+
+def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
+    """The same call again on the caller's out, filled anew, then twice with no out: every call
+    writes every cell as the first did, and each result of the op's own is new memory that a
+    later call leaves alone (a decode loop calls with the same tensors step after step; a
+    launcher that remembered them could skip the fill past the contexts, or hand out one
+    buffer for every step)."""
+    out = keywords["out"]
+    first = _dense_copy(out)
+    out.fill_(SENTINEL)
+    again = op(*inputs.op_args(), **keywords)
+    if again is not out or not same_bits(_dense_copy(out), first):
+        raise AssertionError(f"{edit.name}: the same call again on the caller's out, filled anew, did not write"
+                             " what the first call wrote")
+    own = [op(*inputs.op_args(), **{**keywords, "out": None}) for _ in range(2)]
+    for result in own:
+        if not same_bits(_dense_copy(result), first):
+            raise AssertionError(f"{edit.name}: the same call with no out computed other values than with the"
+                                 " caller's out (or a later call wrote into an earlier result)")
+    assert_owned(own[0], [own[1], out])
+    assert_owned(own[1], [out])
+
+
+def _dense_copy(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to("cpu").contiguous().clone()
+
+
+def assert_owned(result: torch.Tensor, others: list[torch.Tensor]) -> None:
+    """A result the op allocated is the caller's alone: its memory overlaps no input's, no
+    caller's out, no other call's result (a buffer kept across calls would be overwritten
+    by the next call, with values the same only when the inputs are)."""
+    def span(tensor: torch.Tensor) -> tuple[int, int]:
+        start = tensor.untyped_storage().data_ptr()
+        return start, start + tensor.untyped_storage().nbytes()
+
+    (start, end) = span(result)
+    shared = [other for other in others if span(other)[0] < end and start < span(other)[1]]
+    if shared:
+        raise AssertionError(f"the op's result shares its memory with {len(shared)} other tensor(s) of the case:"
+                             " a result allocated for the call must be its own")
 
 
 class _ProgramsOf(Observer):
