@@ -573,6 +573,16 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="alignment-asked-of-q-too",
+        description="validation asks q, as the cache, to start on a 4-byte boundary: a q one byte into its"
+                    " buffer, a valid fp8 tensor, is refused",
+        exposed_by=Exposure("q one element into its buffer (an input edit)", _edit("q-one-element-into-its-buffer")),
+        site=m.BooleanOperation(right=m.BinaryOperation(operator=m.Modulo())),
+        mutate=lambda node: node.with_changes(right=_expr("(kv_cache.data_ptr() | q.data_ptr()) % PACKED_SCALE_BYTES")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="kv-row-width-as-a-minimum",
         description="validation takes kv_cache rows at least D+4 bytes wide, not exactly: a wider row is"
                     " read as the packed layout it is not",
@@ -850,6 +860,16 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr(
             "kv_ptr.to(tl.pointer_type(tl.float32)) + block_id * (BLOCK_BYTES // 4) + KV_BLOCK * HEAD_DIM // 4"
             " + slot")),
+    ),
+    Bug(
+        name="causal-bound-as-a-float",
+        description="rows past the live count get a causal bound of -inf, which makes every bound and the"
+                    " positions compared with it float32: past 2**24 tokens a bound rounds up to a position"
+                    " the row must not see",
+        exposed_by=Exposure("a context past float32's exact integers, a row's bound rounding up (an input edit)",
+                            _edit("context_lens-past-float32-integers")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("causal_bound"))]),
+        mutate=lambda node: node.with_changes(value=_with_arg(2, 'float("-inf")')(node.value)),
     ),
     Bug(
         name="causal-bound-only-where-the-context-ends",
@@ -1246,6 +1266,17 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(left=_expr("out is not None and next_n_lens is not None")),
         path=VALIDATION,
         side=HOST,
+    ),
+    Bug(
+        name="narrow-tile-copies-folded-across-tokens-at-one-slot",
+        description="at one slot a program the copies of a narrow tile are folded as [BLOCK_N, TILE_REPEAT]:"
+                    " each logit becomes the largest of two or four neighbouring tokens'",
+        exposed_by=Exposure("a tile narrower than 64 tokens with one slot a program",
+                            _logits(lambda c: _tile(c) < 64 and _slots(c) == 1)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("logits"))], value=_call("max")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.max(tl.reshape(logits, (BLOCK_N, TILE_REPEAT, SLOT_GROUP)), axis=1) if SLOT_GROUP == 1"
+            f" else {_code(node.value)}")),
     ),
     Bug(
         name="narrow-tile-copies-averaged",

@@ -369,6 +369,11 @@ def curated() -> list[Case]:
     # sequence of the batch (a launcher that leaves them out must still fill their rows)
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]
     cases += wide_blocks()
+    # narrow tiles (copies of a tile fill the MMA's rows) with one slot a program: next_n 1, and
+    # next_n 3 one slot a program; a head sum written for one slot must still fold the copies
+    cases += _cross(small, block_n=(16, 32), next_n=(1,), preshuffle=(False, True), context=("ragged",), splits=(3,))
+    cases += _cross(small, block_n=(16, 32), next_n=(3,), slots_per_program=(1,), preshuffle=(False, True),
+                    context=("ragged",), splits=(3,), batch=(3,))
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()
