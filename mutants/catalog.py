@@ -583,6 +583,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="uint32-taken-for-int32",
+        description="validation lets uint32 lengths and block ids through as int32 (the same four bytes a"
+                    " value): the launch then fails inside Triton, or a uint32 table is read as signed",
+        exposed_by=Exposure("a length or table tensor of uint32 (an input edit)",
+                            _edit("context_lens-dtype-uint32", "block_table-dtype-uint32", "next_n_lens-dtype-uint32")),
+        site=m.Comparison(left=_names("tensor"), comparisons=[m.ComparisonTarget(operator=m.NotEqual(),
+                                                                                  comparator=m.Name("dtype"))]),
+        mutate=lambda node: _expr("tensor.dtype != dtype and (tensor.dtype, dtype) != (torch.uint32, torch.int32)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="kv-row-width-as-a-minimum",
         description="validation takes kv_cache rows at least D+4 bytes wide, not exactly: a wider row is"
                     " read as the packed layout it is not",
@@ -870,6 +882,17 @@ CATALOG: tuple[Bug, ...] = (
                             _edit("context_lens-past-float32-integers")),
         site=m.Assign(targets=[m.AssignTarget(m.Name("causal_bound"))]),
         mutate=lambda node: node.with_changes(value=_with_arg(2, 'float("-inf")')(node.value)),
+    ),
+    Bug(
+        name="flat-key-offset-from-the-position-in-int32",
+        description="a block-flat key's byte offset in its block taken as p * D modulo the block's key bytes,"
+                    " in int32: past 2**31 / D tokens the product wraps and keys are read from the wrong place",
+        exposed_by=Exposure("a block-flat context past 2**31 / D tokens (an input edit)",
+                            lambda c: _edit("context_lens-past-float32-integers")(c) and c.base.endswith("kvb256")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("key_offs"))],
+                      value=m.BinaryOperation(right=m.Subscript(value=m.Name("offs_d")))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "(offs_t * HEAD_DIM % (KV_BLOCK * HEAD_DIM))[:, None] + offs_d[None, :]")),
     ),
     Bug(
         name="causal-bound-only-where-the-context-ends",

@@ -374,6 +374,11 @@ def curated() -> list[Case]:
     cases += _cross(small, block_n=(16, 32), next_n=(1,), preshuffle=(False, True), context=("ragged",), splits=(3,))
     cases += _cross(small, block_n=(16, 32), next_n=(3,), slots_per_program=(1,), preshuffle=(False, True),
                     context=("ragged",), splits=(3,), batch=(3,))
+    # ... and at 128 heads (a head sum four times the base's), head dim 32 to keep them cheap
+    cases += _cross(small, heads=(128,), head_dim=(32,), block_n=(16, 32), next_n=(1,), context=("ragged",), splits=(3,))
+    # preshuffled keys under ragged live rows in groups of one and two slots
+    cases += _cross(small, preshuffle=(True,), next_n_lens=("ragged",), next_n=(8,), slots_per_program=(1, 2),
+                    splits=(3,), batch=(3,))
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()

@@ -580,9 +580,9 @@ WRONG_DTYPES = {
     "q": (torch.float16, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.uint8),
     "kv_cache": (torch.int8, torch.float8_e4m3fn),
     "weights": (torch.float16, torch.bfloat16, torch.float64),
-    "context_lens": (torch.int64, torch.int16),
-    "block_table": (torch.int64, torch.int16),
-    "next_n_lens": (torch.int64, torch.int16),
+    "context_lens": (torch.int64, torch.int16, torch.uint32),
+    "block_table": (torch.int64, torch.int16, torch.uint32),
+    "next_n_lens": (torch.int64, torch.int16, torch.uint32),
     "out": (torch.float64, torch.bfloat16),
 }
 
@@ -981,9 +981,11 @@ EDITS: dict[str, InputEdit] = _by_name([
               bases=("one-sequence-kvb64",)),
     InputEdit("context_lens-split-shares-past-int32", "", None, _context_shares_past_int32,
               bases=("one-sequence-kvb64",)),
-    # three live rows: row 0's bound, 2**24 + 3, rounds up in float32 to a position it must not see
+    # three live rows: row 0's bound, 2**24 + 3, rounds up in float32 to a position it must not see;
+    # at D = 128 a key's byte offset in the sequence passes 2**31 there too, on both layouts
     InputEdit("context_lens-past-float32-integers", "", None, _context_past_float32_integers,
-              bases=("one-sequence-next-n-3",)),
+              bases=("one-sequence-next-n-3", "one-sequence-next-n-3-d128-kvb256",
+                     "one-sequence-next-n-3-d128-kvb256-preshuffle")),
     InputEdit("max_model_len-at-its-bound", "", None, _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN, pass_out=False),
               lambda i: i.q.shape[0] * i.q.shape[1] == 1, planned_only=True, bases=("one-sequence-kvb64",)),
     InputEdit("max_model_len-at-its-bound-past-int32-logits", "", None, _logits_past_int32_planned,
@@ -1381,6 +1383,12 @@ BASES = {
     "small-d512": {**SMALL, "head_dim": 512},
     # one sequence with several query rows: an out of several rows with a batch of one
     "one-sequence-next-n-3": {**SMALL, "batch": 1, "context_lens": [40], "next_n_lens": [3]},
+    # the same at D = 128 in blocks of two 128-token tiles: a key's byte offset p * D passes
+    # 2**31 from 2**24 tokens on, in a tile that is not its block's first
+    "one-sequence-next-n-3-d128-kvb256": {**SMALL, "batch": 1, "context_lens": [40], "next_n_lens": [3],
+                                          "head_dim": 128, "kv_block": 256},
+    "one-sequence-next-n-3-d128-kvb256-preshuffle": {**SMALL, "batch": 1, "context_lens": [40], "next_n_lens": [3],
+                                                     "head_dim": 128, "kv_block": 256, "preshuffle": True},
     "next-n-9": {**SMALL, "next_n": 9, "next_n_lens": [9, 4]},
     # the widest query rows the contract names (next_n 8, H 64, D 128): 64 KiB of q per sequence
     "wide-rows": dict(batch=2, next_n=8, heads=64, head_dim=128, kv_block=16, preshuffle=False, context_lens=[3, 40],
