@@ -333,6 +333,17 @@ def narrow_programs() -> list[Case]:
             replace(narrow, batch=40, next_n=3, next_n_lens="ragged", context="ragged", splits=3)]
 
 
+def narrow_tiles_at_one_slot() -> list[Case]:
+    """Narrow tiles (copies of a tile fill the MMA's 64 rows) with one slot a program: next_n 1,
+    and next_n 3 one slot a program, on both layouts; a head sum written for one slot must
+    still fold the copies. Also at 128 heads (a head sum four times the base's; head dim 32 to
+    keep them cheap): head counts and a head dim past the axes', so curated cases of their own."""
+    small = replace(BASE, heads=32, head_dim=64, context="ragged", splits=3)
+    return (_cross(small, block_n=(16, 32), next_n=(1,), preshuffle=(False, True))
+            + _cross(small, block_n=(16, 32), next_n=(3,), slots_per_program=(1,), preshuffle=(False, True), batch=(3,))
+            + _cross(small, heads=(128,), head_dim=(32,), block_n=(16, 32), next_n=(1,)))
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -369,13 +380,7 @@ def curated() -> list[Case]:
     # sequence of the batch (a launcher that leaves them out must still fill their rows)
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]
     cases += wide_blocks()
-    # narrow tiles (copies of a tile fill the MMA's rows) with one slot a program: next_n 1, and
-    # next_n 3 one slot a program; a head sum written for one slot must still fold the copies
-    cases += _cross(small, block_n=(16, 32), next_n=(1,), preshuffle=(False, True), context=("ragged",), splits=(3,))
-    cases += _cross(small, block_n=(16, 32), next_n=(3,), slots_per_program=(1,), preshuffle=(False, True),
-                    context=("ragged",), splits=(3,), batch=(3,))
-    # ... and at 128 heads (a head sum four times the base's), head dim 32 to keep them cheap
-    cases += _cross(small, heads=(128,), head_dim=(32,), block_n=(16, 32), next_n=(1,), context=("ragged",), splits=(3,))
+    cases += narrow_tiles_at_one_slot()
     # preshuffled keys under ragged live rows in groups of one and two slots
     cases += _cross(small, preshuffle=(True,), next_n_lens=("ragged",), next_n=(8,), slots_per_program=(1, 2),
                     splits=(3,), batch=(3,))

@@ -11,7 +11,7 @@ from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals,
-                          narrow_programs, suite, wide_blocks, wide_programs)
+                          narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 
 CURATED = curated()
@@ -66,8 +66,9 @@ def test_compile_keys_match_the_launches():
 def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
     wide programs' head counts and head dim, the long diagonals' next_n, the narrow
-    programs' head counts and batch, and the wide blocks' sizes."""
-    beyond = wide_programs() + long_diagonals() + narrow_programs() + wide_blocks()
+    programs' head counts and batch, the wide blocks' sizes, and the head count and head dim
+    of the narrow tiles at one slot."""
+    beyond = wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
