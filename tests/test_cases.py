@@ -1,6 +1,7 @@
 """The case records and suites: ids, the worker protocol, compile keys against the real
 launches, what curated must cover, the block-table layouts and the tuning comparison."""
 
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -13,6 +14,7 @@ from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals,
                           narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
+from suites.runnable import suite_cases
 
 CURATED = curated()
 
@@ -218,3 +220,52 @@ def test_a_grid_past_cuda_s_limits_fails_where_the_interpreter_would_run_it():
     for grid in ((1, 65536, 1), (1, 1, 65536), (2**31, 1, 1), (1, 0, 1)):
         with pytest.raises(AssertionError, match="CUDA launches"):
             check_cuda_grid(grid, "a grid")
+
+
+# what a kernel configuration does, in the terms its branches take: a pair of these that the
+# declared compile-time space holds and curated does not is a path no curated case runs (a
+# narrow tile at one slot a program once let a wrong head sum through)
+KERNEL_TRAITS = {
+    "narrow tile": lambda c, o: c["BLOCK_N"] < 64,
+    "one slot a program": lambda c, o: c["SLOT_GROUP"] == 1,
+    "next_n 1": lambda c, o: c["NEXT_N"] == 1,
+    "preshuffled": lambda c, o: c["PRESHUFFLE"],
+    "next_n_lens": lambda c, o: c["HAS_NEXT_N_LENS"],
+    "tile in one block": lambda c, o: c["KV_BLOCK"] % c["BLOCK_N"] == 0,
+    "more than 64 heads": lambda c, o: c["HEADS"] > 64,
+    "pipelined": lambda c, o: c["NUM_STAGES"] > 1,
+    "8 warps": lambda c, o: o.get("num_warps") == 8,
+}
+
+
+def _trait_pairs(targets) -> set:
+    pairs = set()
+    for target in targets:
+        constexprs, options = dict(target.constexprs), dict(target.options)
+        traits = sorted((name, bool(test(constexprs, options))) for name, test in KERNEL_TRAITS.items())
+        pairs |= set(itertools.combinations(traits, 2))
+    return pairs
+
+
+def test_curated_runs_every_pair_of_kernel_traits_the_declared_space_holds():
+    from mutants.compiled import TritonSpace
+
+    space = TritonSpace()
+    declared = _trait_pairs(space.declared_targets("cpu", None))
+    curated_pairs = _trait_pairs(space.suite_targets(suite_cases("curated"), "cpu"))
+    missing = sorted(declared - curated_pairs)
+    assert not missing, f"{len(missing)} pair(s) of kernel traits no curated case launches, first {missing[0]}"
+    assert len(declared) > 100
+
+
+def test_a_pair_of_traits_curated_lacks_is_found():
+    from types import SimpleNamespace
+
+    def target(block_n, slot_group):
+        return SimpleNamespace(constexprs=(("BLOCK_N", block_n), ("SLOT_GROUP", slot_group), ("NEXT_N", 2),
+                                           ("PRESHUFFLE", False), ("HAS_NEXT_N_LENS", False), ("KV_BLOCK", 64),
+                                           ("HEADS", 32), ("NUM_STAGES", 2)), options=(("num_warps", 4),))
+
+    both = _trait_pairs([target(16, 2), target(64, 1), target(16, 1)])
+    apart = _trait_pairs([target(16, 2), target(64, 1)])
+    assert both - apart == {(("narrow tile", True), ("one slot a program", True))}
