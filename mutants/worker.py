@@ -46,6 +46,8 @@ IMPORT_FAILED = "import failed"
 
 # kernels a worker keeps for later mutants to share (see ``share_compiled_kernels``)
 KERNELS_KEPT = 8
+# what Triton's JIT sets on a kernel when it first launches it (``create_binder``)
+JIT_BINDINGS = ("CompiledKernel", "compile", "ASTSource")
 
 # Errors Triton raises while turning kernel source into code: the mutant does not compile.
 _COMPILE_ERROR_NAMES = {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"}
@@ -123,9 +125,17 @@ def share_compiled_kernels(package: str, kernels: dict[tuple, object]) -> int:
                 continue
             first = kernels.pop(identity, value)
             kernels[identity] = first  # the most recently used last
-            if first is not value and value.device_caches is not first.device_caches:
-                value.device_caches = first.device_caches
-                shared += 1
+            if first is value or value.device_caches is first.device_caches:
+                continue
+            # what Triton's JIT binds on a kernel's first launch, and uses to compile a
+            # specialization its caches lack: a kernel given another's caches needs it too
+            bound = {name: getattr(first, name, None) for name in JIT_BINDINGS}
+            if None in bound.values():
+                continue  # the first has not launched yet: nothing to share
+            value.device_caches = first.device_caches
+            for name, binding in bound.items():
+                setattr(value, name, binding)
+            shared += 1
     while len(kernels) > KERNELS_KEPT:
         del kernels[next(iter(kernels))]  # a kernel mutant's, most likely: none will share it
     return shared

@@ -901,7 +901,7 @@ def launch():
     ({"unspecialized": "['n']"}, False),  # the decorator's arguments, outside Triton's source hash
 ])
 def test_a_mutant_reuses_the_compiled_kernels_of_a_kernel_it_leaves_alone(tmp_path, monkeypatch, change, shared):
-    from mutants.worker import share_compiled_kernels
+    from mutants.worker import JIT_BINDINGS, share_compiled_kernels
 
     original = {"scale": "2", "factor": "2", "unspecialized": "[]", "launcher": "1"}
     for name, fields in (("original", original), ("mutant", {**original, **change})):
@@ -916,8 +916,20 @@ def test_a_mutant_reuses_the_compiled_kernels_of_a_kernel_it_leaves_alone(tmp_pa
     assert load_op(str(tmp_path / "mutant"), "sharedkernel:launch")() == int({**original, **change}["launcher"])
     second = sys.modules["sharedkernel"].kernel
     assert second is not first
+    assert share_compiled_kernels("sharedkernel", kernels) == 0  # the first never launched: nothing to share
+    _launched(first)
     assert share_compiled_kernels("sharedkernel", kernels) == int(shared)
     assert (second.device_caches is first.device_caches) == shared
+    # a kernel given another's caches compiles a specialization they lack with what Triton
+    # bound on the first's launch (without it, AttributeError: no attribute 'ASTSource')
+    assert all(getattr(second, name, None) is getattr(first, name) for name in JIT_BINDINGS) == shared
+
+
+def _launched(kernel) -> None:
+    """What Triton's JIT binds on a kernel's first launch (no GPU here to launch it on)."""
+    from triton.compiler import ASTSource, CompiledKernel, compile
+
+    kernel.CompiledKernel, kernel.compile, kernel.ASTSource = CompiledKernel, compile, ASTSource
 
 
 def test_a_worker_keeps_the_most_recently_shared_kernels(tmp_path, monkeypatch):
@@ -935,6 +947,7 @@ def test_a_worker_keeps_the_most_recently_shared_kernels(tmp_path, monkeypatch):
         (package / "__init__.py").write_text(SHARED_KERNEL_PACKAGE.format(**{**original, "factor": factor}))
         load_op(str(tmp_path / f"m{step}"), "sharedkernel:launch")
         shared = worker.share_compiled_kernels("sharedkernel", kernels)
+        _launched(sys.modules["sharedkernel"].kernel)
         assert shared == int(factor == "2" and step > 0) and len(kernels) <= 2
 
 
