@@ -20,6 +20,9 @@ from kernel.tuning import MIN_TILES_PER_PROGRAM
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
 from mutants.walk import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
+
+# float32's least normal number: what a flush to zero takes every value below to zero
+FLOAT32_TINY = 2.0**-126
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.rejections import EDITS, RejectionCase
@@ -412,7 +415,7 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Assign(targets=[m.AssignTarget(m.Name("logits"))],
                       value=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply())),
         mutate=lambda node: node.with_changes(
-            value=_expr("logits * tl.where(scales < 1.1754943508222875e-38, 0.0, scales)[:, None]")),
+            value=_expr(f"logits * tl.where(scales < {FLOAT32_TINY!r}, 0.0, scales)[:, None]")),
     ),
     Bug(
         name="subnormal-weights-flushed",
@@ -422,7 +425,7 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
                       value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
         mutate=lambda node: node.with_changes(value=_expr(
-            "tl.maximum(scores, 0.0) * tl.where(tl.abs(head_weights) < 1.1754943508222875e-38, 0.0,"
+            f"tl.maximum(scores, 0.0) * tl.where(tl.abs(head_weights) < {FLOAT32_TINY!r}, 0.0,"
             " head_weights)[None, :]")),
     ),
     Bug(

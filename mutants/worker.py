@@ -87,7 +87,7 @@ def load_op(overlay: str, op: str):
     imports afresh when next used: otherwise it would keep the objects of the overlay loaded
     first, and a mutant's cases would run another mutant's code."""
     module_name, function = op.split(":")
-    package = module_name.split(".")[0]
+    package = op_package(op)
     for name in _dependents(package):
         del sys.modules[name]
     sys.path.insert(0, overlay)
@@ -113,8 +113,8 @@ def share_compiled_kernels(package: str, kernels: dict[tuple, object]) -> int:
     except ImportError:
         return 0
     shared = 0
-    for name, module in list(sys.modules.items()):
-        if not (name == package or name.startswith(f"{package}.")):
+    for module_name, module in list(sys.modules.items()):
+        if not (module_name == package or module_name.startswith(f"{package}.")):
             continue
         for value in _values(module):
             if not isinstance(value, JITFunction):
@@ -129,12 +129,12 @@ def share_compiled_kernels(package: str, kernels: dict[tuple, object]) -> int:
                 continue
             # what Triton's JIT binds on a kernel's first launch, and uses to compile a
             # specialization its caches lack: a kernel given another's caches needs it too
-            bound = {name: getattr(first, name, None) for name in JIT_BINDINGS}
+            bound = {attribute: getattr(first, attribute, None) for attribute in JIT_BINDINGS}
             if None in bound.values():
                 continue  # the first has not launched yet: nothing to share
             value.device_caches = first.device_caches
-            for name, binding in bound.items():
-                setattr(value, name, binding)
+            for attribute, binding in bound.items():
+                setattr(value, attribute, binding)
             shared += 1
     while len(kernels) > KERNELS_KEPT:
         del kernels[next(iter(kernels))]  # a kernel mutant's, most likely: none will share it
@@ -146,6 +146,11 @@ def compile_identity(kernel) -> tuple:
     return (kernel.cache_key, kernel.debug, kernel.noinline,
             tuple((p.name, p.is_constexpr, p.do_not_specialize, p.do_not_specialize_on_alignment)
                   for p in kernel.params))
+
+
+def op_package(op: str) -> str:
+    """The top-level package of ``op`` (``"module:function"``)."""
+    return op.split(":")[0].split(".")[0]
 
 
 def _dependents(package: str) -> list[str]:
@@ -291,7 +296,7 @@ def _serve(conn, device: str, op: str, memory_gate: str | None) -> None:
             try:
                 loaded = (overlay, load_op(overlay, op))
                 if device != "cpu":
-                    share_compiled_kernels(op.split(".")[0].split(":")[0], kernels)
+                    share_compiled_kernels(op_package(op), kernels)
                 conn.send(("loaded", time.perf_counter() - started))
             except Exception as error:
                 loaded = None
