@@ -3,7 +3,8 @@
 Worker time is summed over every worker process: start-up (spawn, import torch), importing a
 mutant's op from its overlay, turning kernels into code (a compile, or a load from Triton's
 cache; only where Triton reports it, so never on the CPU interpreter), and running cases
-(without their compiles). The sum over workers exceeds the wall time when workers run side
+(without their compiles). Kernels turned into code are counted as compiled or loaded from
+Triton's cache where Triton says which. The sum over workers exceeds the wall time when workers run side
 by side.
 """
 
@@ -17,6 +18,7 @@ class RunClock:
     def __init__(self):
         self.phases: dict[str, float] = {}
         self.worker: dict[str, float] = dict.fromkeys(WORKER_PARTS, 0.0)
+        self.kernels = {"compiled": 0, "loaded from cache": 0}
 
     @contextmanager
     def phase(self, name: str):
@@ -32,8 +34,18 @@ class RunClock:
     def add(self, part: str, seconds: float) -> None:
         self.worker[part] += seconds
 
+    def count_kernel(self, cached: bool | None) -> None:
+        if cached is not None:
+            self.kernels["loaded from cache" if cached else "compiled"] += 1
+
     def summary(self) -> str:
         """One line: each phase that ran, then the workers' time by part."""
         phases = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.phases.items())
-        parts = ", ".join(f"{part} {seconds:.1f} s" for part, seconds in self.worker.items() if seconds)
+        parts = ", ".join(f"{part} {seconds:.1f} s{self._kernel_counts() if part == 'compile' else ''}"
+                          for part, seconds in self.worker.items() if seconds)
         return f"time: {phases or 'nothing ran'}" + (f"; worker time (summed over workers): {parts}" if parts else "")
+
+    def _kernel_counts(self) -> str:
+        if not any(self.kernels.values()):
+            return ""
+        return " (" + ", ".join(f"{count:,} kernels {how}" for how, count in self.kernels.items()) + ")"

@@ -1017,6 +1017,7 @@ class _Scheduler:
             worker.kernel = message[1]
         elif message[0] == "compiled":
             clock.add("compile", message[1])
+            clock.count_kernel(message[2] if len(message) > 2 else None)
             clock.add("cases", -message[1])  # the case's time holds its compiles
             worker.enter("cases")
         elif message[0] == "case":

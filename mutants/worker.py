@@ -19,7 +19,7 @@ Messages to the parent, over a pipe:
     ("loaded", seconds)   the op imported afresh from a task's overlay
     ("start", case_index)
     ("compiling", kernel)   Triton compiles a kernel, or loads it from its cache (not on the CPU)
-    ("compiled", seconds)
+    ("compiled", seconds, cached)  cached: Triton's cache served it (None: unknown)
     ("case", case_index, result, message, seconds, peak_bytes)   result: pass | fail | stillborn | error;
         peak_bytes: the most GPU memory the case held (0 on the CPU)
     ("done", healthy)   a worker that is not healthy (its device faulted) is replaced
@@ -361,8 +361,9 @@ def _run_case(fields: dict, run_op, device: str, memory, peak: list) -> tuple[st
 
 
 def _report_compiles(conn) -> None:
-    """Tell the parent when Triton turns a kernel into code for this process (a compile, or a
-    load from its cache), and how long that took; where Triton has no such hooks, nothing."""
+    """Tell the parent when Triton turns a kernel into code for this process, how long that
+    took, and whether Triton's cache served it (None where this Triton does not say); where
+    Triton has no such hooks, nothing."""
     try:
         from triton import knobs
 
@@ -371,18 +372,30 @@ def _report_compiles(conn) -> None:
     except (ImportError, AttributeError):
         return
     started: list[float] = []
+    served: list[bool] = []
 
     def before(*, repr: str, **_) -> bool:
         started[:] = [time.perf_counter()]
+        served.clear()
         conn.send(("compiling", repr.split("[", 1)[0]))
         return False  # true would tell Triton to skip the compile
 
     def after(**_) -> bool:
         if started:
-            conn.send(("compiled", time.perf_counter() - started.pop()))
+            conn.send(("compiled", time.perf_counter() - started.pop(), served[-1] if served else None))
         return False
 
     runtime.jit_cache_hook, runtime.jit_post_compile_hook = before, after
+    compilation = getattr(knobs, "compilation", None)
+    if compilation is not None and hasattr(compilation, "listener"):
+        earlier = compilation.listener
+
+        def listener(*, cache_hit: bool, **fields) -> None:
+            served.append(cache_hit)
+            if earlier is not None:
+                earlier(cache_hit=cache_hit, **fields)
+
+        compilation.listener = listener
 
 
 def _sabotaged(op):

@@ -20,6 +20,7 @@ import mutants.runner as runner_module
 import mutants.sanitize as sanitize_module
 from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
+from mutants.clock import RunClock
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
@@ -1078,17 +1079,31 @@ def test_a_worker_reports_each_kernel_triton_turns_into_code_and_leaves_the_comp
 
     from mutants.worker import _report_compiles
 
-    sent = []
-    previous = knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook
+    sent, heard = [], []
+    previous = (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener)
+    hook = dict(key=None, fn=None, compile={}, is_manual_warmup=False, already_compiled=False)
     try:
+        knobs.compilation.listener = lambda **fields: heard.append(fields["cache_hit"])
         _report_compiles(SimpleNamespace(send=sent.append))
-        assert knobs.runtime.jit_cache_hook(key=None, repr="_kernel[num_warps=4](x: *fp8)", fn=None, compile={},
-                                            is_manual_warmup=False, already_compiled=False) is False
-        assert knobs.runtime.jit_post_compile_hook(key=None, repr="", fn=None, compile={},
-                                                   is_manual_warmup=False, already_compiled=False) is False
+        for served in (False, True, None):
+            assert knobs.runtime.jit_cache_hook(repr="_kernel[num_warps=4](x: *fp8)", **hook) is False
+            if served is not None:  # Triton's compile tells its listener whether its cache served it
+                knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=served)
+            assert knobs.runtime.jit_post_compile_hook(repr="", **hook) is False
     finally:
-        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = previous
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener = previous
     assert sent[0] == ("compiling", "_kernel") and sent[1][0] == "compiled" and sent[1][1] >= 0
+    assert [message[2] for message in sent if message[0] == "compiled"] == [False, True, None]
+    assert heard == [False, True]  # a listener set before is still told
+
+
+def test_the_run_clock_counts_kernels_compiled_apart_from_those_the_cache_served():
+    clock = RunClock()
+    clock.add("compile", 3.0)
+    for cached in (False, True, True, None):
+        clock.count_kernel(cached)
+    assert "compile 3.0 s (1 kernels compiled, 2 kernels loaded from cache)" in clock.summary()
+    assert "kernels" not in RunClock().summary()
 
 
 def test_cuda_runs_keep_spare_workers_to_replace_those_a_fault_ends(tmp_path, monkeypatch):
