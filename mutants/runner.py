@@ -63,7 +63,9 @@ PENDING_DETAIL = "the original's code on every configuration of the suite; beyon
 SUITE_EQUAL = (UNREACHED_DETAIL, UNPROVEN_DETAIL, PENDING_DETAIL)
 
 TIMEOUT_FACTOR = 5.0
-TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 30.0}
+# a case's timeout leaves out its compiles, which have their own
+TIMEOUT_FLOOR = {"cpu": 10.0, "cuda": 10.0}
+COMPILE_TIMEOUT = 600.0
 BASELINE_TIMEOUT = 600.0
 FLAKE_SAMPLE = 6
 WORKER_RETRIES = 2  # fresh workers a task gets after losing one, before the loss is its outcome
@@ -75,6 +77,12 @@ SHARE_CASES = 8
 # a long task's later shares grow, up to this, to about a quarter of its cases left per
 # worker: fewer rounds through the scheduler for a survivor of thousands of cases
 MAX_SHARE_CASES = 64
+# a share's cases expected to take at most this, or the task's expected seconds left over
+# twice the workers where that is more; at least one case: a long case goes out alone
+SHARE_SECONDS = 1.0
+# before the baseline has measured it, what a case that holds gigabytes is taken to need
+GIGABYTE_CASE_SECONDS = 5.0
+GIGABYTE_CASE_PEAK = 16 * 2**30
 SPARE_WORKERS = 4  # per GPU: started ahead, to replace workers a device fault ends
 COMPILE_TICK = 5.0  # seconds between the classification's counts of configurations compiled
 
@@ -133,6 +141,7 @@ class _Progress:
     assigned: set[int] = field(default_factory=set)  # cases sent to a worker, not yet answered
     holders: int = 0  # workers running a share of it
     kept: set[int] = field(default_factory=set)  # answers already in the store
+    expected_seconds: float | None = None  # of all its cases, once a share asked
 
     def __post_init__(self):
         self.results.update(self.task.answered)
@@ -193,6 +202,7 @@ class _Worker:
         self.peaks: list[int] = []  # their peak GPU memory on the baseline, in bytes
         self.current: int | None = None  # the case it runs now
         self.deadline = float("inf")
+        self.case_time_left: float | None = None  # while a case's kernel compiles: what its timeout had left
 
     def assign(self, progress: _Progress, case_dicts: list[dict], cases: list[int], peak_of) -> None:
         """Send a share of ``progress``'s task: its ``cases``, with each one's peak GPU memory
@@ -210,7 +220,7 @@ class _Worker:
         progress = self.progress
         progress.assigned.difference_update(self.cases)
         progress.holders -= 1
-        self.progress, self.current, self.deadline = None, None, float("inf")
+        self.progress, self.current, self.deadline, self.case_time_left = None, None, float("inf"), None
         self.enter("idle" if self.ready else "starting")
         return progress
 
@@ -689,7 +699,20 @@ class Runner:
         return self.case_seconds.get(self.case_ids[index], float("inf"))
 
     def case_peak_by_index(self, index: int) -> int:
-        return self.case_peaks.get(self.case_ids[index], 0)
+        """The case's peak GPU memory on the baseline; before one measured it, a guess for a
+        case that holds gigabytes (so that the memory gate holds them apart), else none."""
+        case_id = self.case_ids[index]
+        if case_id in self.case_seconds:
+            return self.case_peaks.get(case_id, 0)
+        return GIGABYTE_CASE_PEAK if _holds_gigabytes(self.cases[index]) else 0
+
+    def expected_seconds(self, index: int) -> float:
+        """The case's time on the baseline; before one measured it, a guess for a case that
+        holds gigabytes, else nothing."""
+        seconds = self.case_seconds.get(self.case_ids[index])
+        if seconds is not None:
+            return seconds
+        return GIGABYTE_CASE_SECONDS if _holds_gigabytes(self.cases[index]) else 0.0
 
     @staticmethod
     def _launch_failed(mutant: Mutant, record: CaseRecord, compiled_somewhere: bool) -> bool:
@@ -970,16 +993,32 @@ class _Scheduler:
         the first ``SHARE_CASES`` in order while it has not run a case (its likely killers),
         later the next case and those that compile the same kernel, so that a survivor's
         configurations are each loaded by few workers; a later share holds a quarter of the
-        cases left per worker, between ``SHARE_CASES`` and ``MAX_SHARE_CASES``."""
+        cases left per worker, between ``SHARE_CASES`` and ``MAX_SHARE_CASES``. A shared
+        task's share is also cut to its expected seconds (``SHARE_SECONDS``), so that the few
+        long cases of a suite run side by side in several workers, not one after another."""
         cases = progress.unassigned()
         if not progress.task.shared:
             return cases
         if not progress.results and not progress.holders:
-            return cases[:SHARE_CASES]
+            return self._within_seconds(progress, cases[:SHARE_CASES], cases)
         keys = self.runner.case_compile_keys()
         lead = keys[cases[0]]
         size = min(MAX_SHARE_CASES, max(SHARE_CASES, len(cases) // (4 * self.runner.jobs)))
-        return sorted(cases, key=lambda i: keys[i] != lead)[:size]
+        return self._within_seconds(progress, sorted(cases, key=lambda i: keys[i] != lead)[:size], cases)
+
+    def _within_seconds(self, progress: _Progress, share: list[int], left: list[int]) -> list[int]:
+        expected = self.runner.expected_seconds
+        if progress.expected_seconds is None:  # once a task: a survivor of a large suite takes thousands of shares
+            progress.expected_seconds = sum(map(expected, progress.task.cases))
+        left_seconds = progress.expected_seconds * len(left) / max(1, len(progress.task.cases))
+        budget = max(SHARE_SECONDS, left_seconds / (2 * self.runner.jobs))
+        taken, seconds = [], 0.0
+        for index in share:
+            seconds += expected(index)
+            if taken and seconds > budget:
+                break
+            taken.append(index)
+        return taken
 
     def _step(self) -> None:
         busy = self._busy()
@@ -1015,7 +1054,11 @@ class _Scheduler:
         elif message[0] == "compiling":
             worker.enter("compile")
             worker.kernel = message[1]
+            worker.case_time_left = worker.deadline - time.monotonic()
+            worker.deadline = time.monotonic() + COMPILE_TIMEOUT
         elif message[0] == "compiled":
+            if worker.case_time_left is not None:
+                worker.deadline, worker.case_time_left = time.monotonic() + worker.case_time_left, None
             clock.add("compile", message[1])
             clock.count_kernel(message[2] if len(message) > 2 else None)
             clock.add("cases", -message[1])  # the case's time holds its compiles
@@ -1049,9 +1092,12 @@ class _Scheduler:
 
     def _hung(self, worker: _Worker) -> None:
         case = worker.current
+        compiling = worker.case_time_left is not None
         progress = self._retire(worker)
         seconds = self.runner.timeout_for(case)
-        progress.results[case] = CaseRecord(TIMEOUT, f"no answer within {seconds:.0f} s")
+        progress.results[case] = CaseRecord(
+            TIMEOUT, f"a compile gave no answer within {COMPILE_TIMEOUT:.0f} s" if compiling
+            else f"no answer within {seconds:.0f} s, its compiles left out")
         self._settle(progress)
 
     def _lost(self, worker: _Worker) -> None:
@@ -1148,8 +1194,15 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
 
 
 def compile_grouped_order(cases) -> list[int]:
-    """Case indices with the cases of each compiled kernel side by side (suite order within)."""
-    return sorted(range(len(cases)), key=lambda i: (cases[i].compile_key, i))
+    """Case indices, the cases that hold gigabytes first (the longest, so that they start
+    early, side by side), then the cases of each compiled kernel side by side (suite order
+    within)."""
+    return sorted(range(len(cases)), key=lambda i: (not _holds_gigabytes(cases[i]), cases[i].compile_key, i))
+
+
+def _holds_gigabytes(case) -> bool:
+    """Whether the suite says the case computes on gigabytes (its kinds without the notion don't)."""
+    return bool(getattr(case, "holds_gigabytes", False))
 
 
 def _loss_detail(reasons: list[str]) -> str:

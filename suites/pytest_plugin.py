@@ -4,7 +4,7 @@
 - a report header that says how to reproduce the run (suite, device, torch and Triton);
 - every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
   for ``pytest -n N --dist loadgroup``, and every test taking a ``suite_edit`` once per input
-  edit of the suite;
+  edit of the suite; the tests of cases that hold gigabytes run in one group;
 - ``--kmut``: once the tests pass, the suite's mutation score, computed by ``kmut run``, as a
   section of the session's summary; ``--kmut-fail-under PCT`` fails the session below PCT.
 
@@ -30,6 +30,7 @@ from suites.runnable import resolve_device
 DEVICE = pytest.StashKey[str]()
 KMUT_SUMMARY = pytest.StashKey[list]()
 KMUT_OPTIONS = ("kmut_mutants", "kmut_only", "kmut_fail_under")
+GIGABYTES_GROUP = "holds-gigabytes"
 
 
 def pytest_addoption(parser):
@@ -53,6 +54,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "holds_gigabytes: the test computes on buffers past int32 sizes")
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", 0))
     if workers and "OMP_NUM_THREADS" not in os.environ:
         # each xdist worker computes references on the CPU: the cores shared out, not each
@@ -88,12 +90,20 @@ def pytest_generate_tests(metafunc):
         ])
     if "suite_edit" in metafunc.fixturenames:
         edits = rejection_cases(metafunc.config.getoption("suite"))
-        # the edits that reach int32 sizes hold gigabytes each on a GPU: with `--dist loadgroup`
-        # one worker runs them, so sixteen do not run out of device memory side by side
-        metafunc.parametrize("suite_edit", [
-            pytest.param(c, id=c.id, marks=[pytest.mark.xdist_group("past-int32")] if "past-int32" in c.edit else [])
-            for c in edits
-        ])
+        metafunc.parametrize("suite_edit", [pytest.param(c, id=c.id) for c in edits])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Every test of a case that holds gigabytes on a GPU (an edit past int32 sizes, under any
+    parameter name), and every test marked ``holds_gigabytes``, in one xdist group: with
+    `--dist loadgroup` one worker runs them, so sixteen do not run out of device memory side by
+    side."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.get_closest_marker("holds_gigabytes") or any(
+                getattr(value, "holds_gigabytes", False) is True for value in params.values()):
+            item.add_marker(pytest.mark.xdist_group(GIGABYTES_GROUP))
 
 
 @pytest.fixture(scope="session")

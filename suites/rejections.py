@@ -1429,6 +1429,12 @@ class RejectionCase:
         return edit.planned_only or (edit.reads_values and not self.validate)
 
     @property
+    def holds_gigabytes(self) -> bool:
+        """Whether the call computes on buffers that reach int32 sizes: gigabytes on a GPU,
+        and seconds to build and check, where other cases take milliseconds."""
+        return "past-int32" in self.edit and not self.planned_only
+
+    @property
     def seed(self) -> int:
         return zlib.crc32(self.id.encode())
 

@@ -120,3 +120,29 @@ def test_xdist_workers_share_the_cores_out(tmp_path):
         if env_threads is not None:
             os.environ["OMP_NUM_THREADS"] = env_threads
     assert f"THREADS {max(1, (os.cpu_count() or 1) // 2)}" in shared.stdout, shared.stdout[-2000:]
+
+
+def test_the_tests_of_cases_that_hold_gigabytes_run_in_one_xdist_group():
+    from types import SimpleNamespace
+
+    from suites.pytest_plugin import GIGABYTES_GROUP, pytest_collection_modifyitems
+    from suites.rejections import rejection_cases
+
+    class Item:
+        def __init__(self, params, marked=False):
+            self.callspec, self.marks = SimpleNamespace(params=params), []
+            self.marked = marked
+
+        def get_closest_marker(self, name):
+            return self.marked if name == "holds_gigabytes" else None
+
+        def add_marker(self, mark):
+            self.marks.append(mark)
+
+    edits = rejection_cases("curated")
+    large = next(c for c in edits if c.holds_gigabytes)
+    small = next(c for c in edits if not c.holds_gigabytes)
+    items = [Item({"rejection": large}), Item({"suite_edit": small}), Item({}, marked=True), Item({"x": 1})]
+    pytest_collection_modifyitems(items)
+    grouped = [[m.args for m in item.marks if m.name == "xdist_group"] for item in items]
+    assert grouped == [[(GIGABYTES_GROUP,)], [], [(GIGABYTES_GROUP,)], []]

@@ -253,6 +253,26 @@ def test_the_op_failing_is_a_failure_and_the_machine_failing_is_not():
     assert classify_exception(OSError(28, "No space left on device")) == ERROR
 
 
+def test_the_cases_that_hold_gigabytes_start_first_each_taken_to_need_memory_until_measured(tmp_path):
+    from suites.rejections import rejection_cases
+
+    cases = smoke() + rejection_cases("curated")
+    large = [i for i, case in enumerate(cases) if getattr(case, "holds_gigabytes", False)]
+    assert large, "the suite has no case past int32 sizes"
+    order = compile_grouped_order(cases)
+    assert sorted(order[:len(large)]) == large
+    runner = _runner(tmp_path, cases)
+    try:
+        small = order[-1]
+        assert runner.case_peak_by_index(large[0]) == runner_module.GIGABYTE_CASE_PEAK
+        assert runner.expected_seconds(large[0]) == runner_module.GIGABYTE_CASE_SECONDS
+        assert runner.case_peak_by_index(small) == 0 and runner.expected_seconds(small) == 0.0
+        runner.case_seconds = {runner.case_ids[large[0]]: 0.25}  # measured: a peak under the gate's unit
+        assert runner.case_peak_by_index(large[0]) == 0 and runner.expected_seconds(large[0]) == 0.25
+    finally:
+        shutil.rmtree(runner.workdir, ignore_errors=True)
+
+
 def test_the_baseline_deals_each_kernel_to_few_workers_and_keeps_every_worker_busy(tmp_path):
     """The baseline is one task in shares of one compiled kernel's cases: a kernel is split
     only where a share ends, and the last shares are small, so no worker sits idle while

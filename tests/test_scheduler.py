@@ -3,6 +3,7 @@ thread (no torch, no processes): each takes a mutant of its own while mutants wa
 ones take shares of a survivor, every case is answered once, and a kill ends the mutant."""
 
 import threading
+import time
 from multiprocessing import Pipe
 from types import SimpleNamespace
 
@@ -14,8 +15,10 @@ from mutants.worker import ERROR, FAIL, PASS
 class _ThreadWorker(_Worker):
     """A worker whose cases pass, except those named in ``failing``; it logs who ran what."""
 
-    def __init__(self, name: str, log: list, failing: set[str], machine_fails: dict[str, int] | None = None):
+    def __init__(self, name: str, log: list, failing: set[str], machine_fails: dict[str, int] | None = None,
+                 slow: dict[str, tuple[float, float]] | None = None):
         self.device, self.name = "cpu", name
+        self.slow = slow or {}  # case id -> (seconds compiling, seconds running)
         self.machine_fails = {} if machine_fails is None else machine_fails  # case id -> tries the machine fails
         self.conn, child = Pipe()
         self.begin()
@@ -29,6 +32,12 @@ class _ThreadWorker(_Worker):
             for index, case in enumerate(case_dicts):
                 conn.send(("start", index))
                 log.append((self.name, overlay, case["id"]))
+                compiling, running = self.slow.get(case["id"], (0.0, 0.0))
+                if compiling:
+                    conn.send(("compiling", "_kernel"))
+                    time.sleep(compiling)
+                    conn.send(("compiled", compiling, False))
+                time.sleep(running)
                 result = FAIL if case["id"] in failing else PASS
                 if self.machine_fails.get(case["id"], 0) > 0:
                     self.machine_fails[case["id"]] -= 1
@@ -46,16 +55,18 @@ class _ThreadWorker(_Worker):
 
 
 def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1,
-         machine_fails: dict[str, int] | None = None):
+         machine_fails: dict[str, int] | None = None, seconds: dict[int, float] | None = None,
+         slow: dict[str, tuple[float, float]] | None = None, timeout: float = 30.0):
     log, workers = [], []
     shared_fails = dict(machine_fails or {})  # one machine: its failures span the workers
 
     def start_worker(taken):
-        workers.append(_ThreadWorker(f"w{len(workers)}", log, set(failing), shared_fails))
+        workers.append(_ThreadWorker(f"w{len(workers)}", log, set(failing), shared_fails, slow))
         return workers[-1]
 
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
-                             timeout_for=lambda i: 30.0, case_seconds_by_index=lambda i: 1.0, case_peak_by_index=lambda i: 0,
+                             timeout_for=lambda i: timeout, case_seconds_by_index=lambda i: 1.0, case_peak_by_index=lambda i: 0,
+                             expected_seconds=lambda i: (seconds or {}).get(i, 0.01),
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
                              _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
     finished = _Scheduler(runner, tasks, label="").run()
@@ -70,6 +81,25 @@ def test_a_survivors_cases_spread_over_every_idle_worker_and_each_runs_once():
     assert sorted(case for _, _, case in log) == sorted(f"c{i}" for i in range(60)), "a case ran twice or never"
     assert len({name for name, _, _ in log}) == 4, "idle workers did not take shares of the survivor"
     assert progress.holders == 0 and not progress.assigned
+
+
+def test_the_long_cases_of_one_kernel_go_out_one_a_share_to_several_workers():
+    long_cases = {0, 1, 2, 3}  # the first cases, all of one kernel: a share by count would hold them all
+    finished, log = _run([_Task("<baseline>", "o1", list(range(40)), False, shared=True)], jobs=4, cases=40,
+                         seconds=dict.fromkeys(long_cases, 5.0))
+    (progress,) = finished
+    assert sorted(progress.results) == list(range(40))
+    assert len({name for name, _, case in log if int(case[1:]) in long_cases}) >= 3, \
+        "the long cases ran one after another in one worker"
+
+
+def test_a_cases_timeout_leaves_out_its_compiles():
+    slow = {"c0": (1.0, 0.0), "c1": (0.0, 1.0)}  # a compile longer than the timeout; a run longer than it
+    finished, _ = _run([_Task("compiles", "o1", [0], True), _Task("hangs", "o2", [1], True)], jobs=2, cases=2,
+                       slow=slow, timeout=0.3)
+    results = {progress.task.mutant_id: progress.results for progress in finished}
+    assert results["compiles"][0].result == PASS
+    assert results["hangs"][1].result == "timeout" and "its compiles left out" in results["hangs"][1].text
 
 
 def test_while_mutants_wait_each_worker_takes_a_mutant_of_its_own():

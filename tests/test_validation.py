@@ -50,6 +50,7 @@ ACCEPTED = [e for e in PR_EDITS if e.error is None]
 REJECTED = [e for e in PR_EDITS if e.error is not None]
 
 
+@pytest.mark.holds_gigabytes  # some of the edits drawn reach int32 sizes
 @settings(max_examples=20, deadline=None)
 @given(data=st.data(), edit=st.sampled_from(ACCEPTED))
 def test_valid_inputs_are_accepted_and_computed(data, edit, device):
