@@ -1077,6 +1077,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="results-double-buffered",
+        description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
+                    " would: a caller's result is overwritten by the call after next",
+        exposed_by=Exposure("a result the op allocated, then two calls of its shape on other inputs (every valid"
+                            " computed input edit makes them)", _edit("unchanged")),
+        site=_method("torch", "empty") & m.Call(args=[m.Arg(m.BinaryOperation()), m.ZeroOrMore()]),
+        mutate=lambda node: _expr(f"(lambda ring: (ring.append(ring.pop(0)), ring[0])[1])(plan_launch.__dict__.setdefault("
+                                  f"('results', dims.batch * dims.next_n, max_model_len, str(q.device)),"
+                                  f" [{_code(node)}, {_code(node)}]))"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="next-n-lens-clamped-in-place-when-unvalidated",
         description="under validate=False the launcher clamps next_n_lens into range in place: the caller's"
                     " tensor changes, and a sequence with no live row gets one",

@@ -681,17 +681,7 @@ def _inside_buffer(name: str, poisoned: int | None = None) -> Callable[[OpInputs
     and lengths no call may hold; by default as many as the tensor has): an op that addressed
     the buffer, not the tensor, reads it."""
     def moved(tensor: torch.Tensor) -> torch.Tensor:
-        count = tensor.numel() if poisoned is None else poisoned
-        buffer = torch.empty(count + tensor.numel(), dtype=tensor.dtype, device=tensor.device)
-        if tensor.dtype == torch.uint8:  # the cache's bytes: 0xFF is a NaN key and a NaN scale
-            buffer[:count] = 255
-        elif tensor.dtype.is_floating_point:
-            buffer[:count].view(torch.uint8 if tensor.element_size() == 1 else buffer.dtype).fill_(
-                127 if tensor.element_size() == 1 else float("nan"))
-        else:
-            buffer[:count] = -(2**30)
-        buffer[count:] = tensor.reshape(-1)
-        return buffer[count:].view(tensor.shape)
+        return _elements_in(tensor.numel() if poisoned is None else poisoned, poisoned=True)(tensor)
 
     if name == "out":
         return lambda inputs: Call(inputs, {"out": moved(caller_out(inputs))})
@@ -708,15 +698,28 @@ def _padded_rows(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([tensor, tensor], dim=-1)[..., :tensor.shape[-1]]
 
 
-def _elements_in(count: int) -> Callable[[torch.Tensor], torch.Tensor]:
+def _elements_in(count: int, *, poisoned: bool = False) -> Callable[[torch.Tensor], torch.Tensor]:
     """The same values, contiguous, starting ``count`` elements into a buffer that much longer
-    (itself on the allocator's boundary of 16 bytes or more)."""
+    (itself on the allocator's boundary of 16 bytes or more); ``poisoned``: those elements hold
+    poison (NaN, or ids and lengths no call may hold), else whatever the allocation holds."""
     def moved(tensor: torch.Tensor) -> torch.Tensor:
         buffer = torch.empty(tensor.numel() + count, dtype=tensor.dtype, device=tensor.device)
+        if poisoned:
+            _poison(buffer[:count])
         buffer[count:] = tensor.reshape(-1)
         return buffer[count:].view(tensor.shape)
 
     return moved
+
+
+def _poison(elements: torch.Tensor) -> None:
+    if elements.dtype == torch.uint8:  # the cache's bytes: 0xFF is a NaN key and a NaN scale
+        elements.fill_(255)
+    elif elements.dtype.is_floating_point:
+        elements.view(torch.uint8 if elements.element_size() == 1 else elements.dtype).fill_(
+            127 if elements.element_size() == 1 else float("nan"))
+    else:
+        elements.fill_(-(2**30))
 
 
 def _storage_one_byte_in(tensor: torch.Tensor) -> torch.Tensor:
@@ -1200,11 +1203,12 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
 
 
 def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
-    """The same call again on the caller's out, filled anew, then twice with no out: every call
-    writes every cell as the first did, and each result of the op's own is new memory that a
-    later call leaves alone (a decode loop calls with the same tensors step after step; a
-    launcher that remembered them could skip the fill past the contexts, or hand out one
-    buffer for every step)."""
+    """The same call again on the caller's out, filled anew, then with no out, then twice with
+    no out on other inputs (the head weights negated): every call on the same inputs writes
+    every cell as the first did, and each result of the op's own is new memory that a later
+    call leaves alone (a decode loop calls with the same tensors step after step; a launcher
+    that remembered them could skip the fill past the contexts, or hand out one buffer, or
+    two in turn, for every step)."""
     out = keywords["out"]
     first = _dense_copy(out)
     out.fill_(SENTINEL)
@@ -1212,13 +1216,19 @@ def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -
     if again is not out or not same_bits(_dense_copy(out), first):
         raise AssertionError(f"{edit.name}: the same call again on the caller's out, filled anew, did not write"
                              " what the first call wrote")
-    own = [op(*inputs.op_args(), **{**keywords, "out": None}) for _ in range(2)]
-    for result in own:
-        if not same_bits(_dense_copy(result), first):
-            raise AssertionError(f"{edit.name}: the same call with no out computed other values than with the"
-                                 " caller's out (or a later call wrote into an earlier result)")
-    assert_owned(own[0], [own[1], out])
-    assert_owned(own[1], [out])
+    own = op(*inputs.op_args(), **{**keywords, "out": None})
+    if not same_bits(_dense_copy(own), first):
+        raise AssertionError(f"{edit.name}: the same call with no out computed other values than with the caller's out")
+    other = replace(inputs, weights=-inputs.weights)
+    later = [op(*other.op_args(), **{**keywords, "out": None}) for _ in range(2)]
+    if not same_bits(_dense_copy(own), first):
+        raise AssertionError(f"{edit.name}: a later call on other inputs wrote into an earlier call's result")
+    if not same_bits(_dense_copy(later[0]), _dense_copy(later[1])):
+        raise AssertionError(f"{edit.name}: the same call made twice with no out computed other values (or the"
+                             " second wrote into the first's result)")
+    assert_owned(own, [*later, out])
+    assert_owned(later[0], [later[1], out])
+    assert_owned(later[1], [out])
 
 
 def _dense_copy(tensor: torch.Tensor) -> torch.Tensor:
