@@ -51,7 +51,8 @@ PRODUCT_HEAVY_PEAK = 2.0**126
 SUBNORMAL, SUBNORMAL_PARTNER = 2.0**-135, 2.0**100
 PRESHUFFLE_TILE = 16
 SCALE_BYTES = 4
-# a pool this large moves to another device in its named blocks only (``OpInputs.to``)
+# a pool this large moves to another device in its named blocks only, a tensor that views at
+# most half of a storage this large in the elements it views (``OpInputs.to``)
 SPARSE_POOL_BYTES = 2**30
 
 
@@ -84,13 +85,20 @@ class OpInputs:
     def to(self, device) -> "OpInputs":
         """The same inputs on ``device``, each tensor with its strides and the memory around
         it (a column slice stays a slice of its whole table). A pool of ``SPARSE_POOL_BYTES``
-        or more that is its whole storage moves only the blocks the table names: the rest
-        holds what its allocation holds, there as here (unwritten memory)."""
+        or more that is its whole storage moves only the blocks the table names, and a tensor
+        that views at most half of a storage that large (rows gigabytes apart) only the
+        elements it views: the rest holds what its allocation holds, there as here (unwritten
+        memory)."""
         def move(t):
             if t is None:
                 return None
             storage = t.untyped_storage()
-            whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (storage.nbytes() // t.element_size(),))
+            elements = storage.nbytes() // t.element_size()
+            if storage.nbytes() >= SPARSE_POOL_BYTES and 2 * t.numel() <= elements and t.device != torch.device(device):
+                moved = torch.empty(elements, dtype=t.dtype, device=device).as_strided(
+                    t.shape, t.stride(), t.storage_offset())
+                return moved.copy_(t)
+            whole = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (elements,))
             return whole.to(device).as_strided(t.shape, t.stride(), t.storage_offset())
 
         pool = self._pool_to(device)

@@ -1,5 +1,7 @@
 """The oracle gate fails on wrong answers, and the input builders are honest."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -324,3 +326,44 @@ def test_a_large_pool_moves_in_the_blocks_its_table_names(monkeypatch, device):
     _held_on(device, inputs, expected, magnitude)
     monkeypatch.setattr(inputs_module, "SPARSE_POOL_BYTES", 2**40)  # below the bound: the whole storage moves
     assert torch.equal(inputs.to(device).kv_cache.cpu(), inputs.kv_cache)
+
+
+def test_rows_far_apart_in_a_large_storage_move_without_the_memory_between_them(monkeypatch, device):
+    """A table whose rows lie gigabytes apart in one storage moves the rows only (the whole
+    storage took seconds a case to copy between host and GPU), into a storage as large, at the
+    same strides and offset; the op sees the same table."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from oracle import inputs as inputs_module
+
+    class CopiedElements(TorchDispatchMode):
+        counted = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._to_copy.default:
+                self.counted += args[0].numel()
+            elif func is torch.ops.aten.copy_.default:
+                self.counted += args[1].numel()
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(inputs_module, "SPARSE_POOL_BYTES", 2**20)
+    inputs = make_inputs(batch=3, next_n=1, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                         context_lens=[20, 37, 5], max_model_len=40, next_n_lens=None, seed=12)
+    table = inputs.block_table
+    stride = 2**19  # int32 entries: rows 2 MiB apart
+    backing = torch.full((2 * stride + table.shape[1],), -7, dtype=table.dtype)
+    rows = backing.as_strided(table.shape, (stride, 1), 0)
+    rows.copy_(table)
+    far_apart = dataclasses.replace(inputs, block_table=rows)
+    for target in (device, "meta"):  # meta: another device on any machine
+        with CopiedElements() as copies:
+            moved = far_apart.to(target).block_table
+        assert moved.stride() == rows.stride() and moved.storage_offset() == 0
+        assert moved.untyped_storage().nbytes() == backing.untyped_storage().nbytes()
+        if target != "meta":
+            assert torch.equal(moved.cpu(), table)
+    assert copies.counted < stride, "the memory between the rows was copied"
+    monkeypatch.setattr(inputs_module, "SPARSE_POOL_BYTES", 2**40)  # below the bound: the whole storage moves
+    with CopiedElements() as copies:
+        far_apart.to("meta")
+    assert copies.counted >= backing.numel()
