@@ -4,7 +4,7 @@
 - a report header that says how to reproduce the run (suite, device, torch and Triton);
 - every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
   for ``pytest -n N --dist loadgroup``, and every test taking a ``suite_edit`` once per input
-  edit of the suite; the tests of cases that hold gigabytes run in one group;
+  edit of the suite; the tests of cases that hold gigabytes run in three groups;
 - ``--kmut``: once the tests pass, the suite's mutation score, computed by ``kmut run``, as a
   section of the session's summary; ``--kmut-fail-under PCT`` fails the session below PCT.
 
@@ -31,6 +31,7 @@ DEVICE = pytest.StashKey[str]()
 KMUT_SUMMARY = pytest.StashKey[list]()
 KMUT_OPTIONS = ("kmut_mutants", "kmut_only", "kmut_fail_under")
 GIGABYTES_GROUP = "holds-gigabytes"
+GIGABYTES_GROUPS = 3  # about 10 GiB each: three side by side fit an 80 GB GPU beside the other workers
 
 
 def pytest_addoption(parser):
@@ -96,14 +97,16 @@ def pytest_generate_tests(metafunc):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Every test of a case that holds gigabytes on a GPU (an edit past int32 sizes, under any
-    parameter name), and every test marked ``holds_gigabytes``, in one xdist group: with
-    `--dist loadgroup` one worker runs them, so sixteen do not run out of device memory side by
-    side."""
+    parameter name), and every test marked ``holds_gigabytes``, in one of ``GIGABYTES_GROUPS``
+    xdist groups, dealt in turn: with `--dist loadgroup` that many workers run them, so sixteen
+    do not run out of device memory side by side, nor one run them all after the others."""
+    dealt = 0
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.get_closest_marker("holds_gigabytes") or any(
                 getattr(value, "holds_gigabytes", False) is True for value in params.values()):
-            item.add_marker(pytest.mark.xdist_group(GIGABYTES_GROUP))
+            item.add_marker(pytest.mark.xdist_group(f"{GIGABYTES_GROUP}-{dealt % GIGABYTES_GROUPS}"))
+            dealt += 1
 
 
 @pytest.fixture(scope="session")

@@ -1169,9 +1169,10 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
         assert result is out, f"{edit.name}: the op did not return the caller's out"
         _check_unchanged(edit, given, edited)
-        as_given = replace(edited.to("cpu"), **given)
-        if call.sequences is not None:
+        as_given = replace(edited, **given)
+        if call.sequences is not None:  # held on the device: q may be gigabytes, of which these are a few rows
             result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
+        as_given = as_given.to("cpu")
         if call.columns is None:
             expected, magnitude = reference_logits(as_given)
         else:
@@ -1298,8 +1299,9 @@ def _call_quietly(op, inputs: OpInputs, keywords: dict) -> None:
 
 
 def _snapshot(inputs: OpInputs) -> dict[str, torch.Tensor]:
-    """Copies of the small inputs a call must leave as it found them (those a copy can read)."""
-    return {name: tensor.to("cpu", copy=True) for name, tensor in inputs.tensors().items()
+    """Copies, where they are, of the inputs a call must leave as it found them (those a copy
+    can read); compared where they are too, as a q past int32 elements is gigabytes."""
+    return {name: tensor.clone() for name, tensor in inputs.tensors().items()
             if name in UNCHANGED_TENSORS and tensor.device.type != "meta"}
 
 
@@ -1310,7 +1312,7 @@ UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
 
 def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs) -> None:
     for name, was in before.items():
-        if not same_bits(was, getattr(after, name).to("cpu")):
+        if not same_bits(was, getattr(after, name)):
             raise AssertionError(f"{edit.name}: the op changed the caller's {name}")
 
 

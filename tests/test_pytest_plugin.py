@@ -122,10 +122,10 @@ def test_xdist_workers_share_the_cores_out(tmp_path):
     assert f"THREADS {max(1, (os.cpu_count() or 1) // 2)}" in shared.stdout, shared.stdout[-2000:]
 
 
-def test_the_tests_of_cases_that_hold_gigabytes_run_in_one_xdist_group():
+def test_the_tests_of_cases_that_hold_gigabytes_run_in_a_few_xdist_groups():
     from types import SimpleNamespace
 
-    from suites.pytest_plugin import GIGABYTES_GROUP, pytest_collection_modifyitems
+    from suites.pytest_plugin import GIGABYTES_GROUP, GIGABYTES_GROUPS, pytest_collection_modifyitems
     from suites.rejections import rejection_cases
 
     class Item:
@@ -143,6 +143,9 @@ def test_the_tests_of_cases_that_hold_gigabytes_run_in_one_xdist_group():
     large = next(c for c in edits if c.holds_gigabytes)
     small = next(c for c in edits if not c.holds_gigabytes)
     items = [Item({"rejection": large}), Item({"suite_edit": small}), Item({}, marked=True), Item({"x": 1})]
+    items += [Item({"suite_edit": large}) for _ in range(GIGABYTES_GROUPS)]
     pytest_collection_modifyitems(items)
-    grouped = [[m.args for m in item.marks if m.name == "xdist_group"] for item in items]
-    assert grouped == [[(GIGABYTES_GROUP,)], [], [(GIGABYTES_GROUP,)], []]
+    grouped = [[m.args[0] for m in item.marks if m.name == "xdist_group"] for item in items]
+    assert grouped[1] == grouped[3] == []
+    assert all(len(groups) == 1 and groups[0].startswith(GIGABYTES_GROUP) for groups in grouped[:1] + grouped[2:3] + grouped[4:])
+    assert len({groups[0] for groups in grouped if groups}) == GIGABYTES_GROUPS
