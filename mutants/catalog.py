@@ -1101,6 +1101,29 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="used-blocks-counted-in-float32",
+        description="the block-table check counts a sequence's blocks as ceil(ctx / KVB) in float32: past 2**24"
+                    " tokens the count rounds down and the last used block goes unchecked",
+        exposed_by=Exposure("an out-of-range id in the last column of a context of 2**24 + 1 tokens (an input edit)",
+                            _edit("block_table-num-blocks-in-the-last-column-past-float32-blocks")),
+        site=m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange"))))),
+        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < torch.ceil(lens[:, None] / dims.kv_block)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="capacity-checked-in-float32-blocks",
+        description="a context is checked against the table's capacity in blocks counted in float32: past 2**24"
+                    " tokens a context one token past the capacity rounds to it and is taken",
+        exposed_by=Exposure("a context of 2**24 + 1 tokens on a table of 2**24 tokens (an input edit)",
+                            _edit("context_lens-one-past-the-table-past-float32-blocks")),
+        site=m.Comparison(left=m.Name("lens"), comparisons=[m.ComparisonTarget(
+            operator=m.GreaterThan(), comparator=m.BinaryOperation(left=m.Attribute(attr=m.Name("max_blocks"))))]),
+        mutate=lambda node: _expr("(torch.ceil(lens / dims.kv_block) > dims.max_blocks)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="table-check-whole-blocks-of-the-longest",
         description="the block-table check covers the columns of the longest context counted in whole blocks:"
                     " the longest sequence's partly filled last block goes unchecked",

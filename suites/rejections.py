@@ -91,6 +91,9 @@ class InputEdit:
     # keywords of a valid call made first on the same inputs (a knob's valid value equal to the
     # bad one): a launcher that remembers what it passed would let the bad value through
     primer: dict = field(default_factory=dict)
+    # whether the call is first made on its own tensors holding the valid values (not where
+    # that valid call would compute rows of millions of columns)
+    valid_values_first: bool = True
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -249,6 +252,34 @@ def _fill_shares_past_int32(inputs: OpInputs) -> Call:
                 sequences=(longest,), splits=_last_splits(splits), columns=slice(-SHARE_SPLITS_HELD * block_n, None))
 
 
+# tiles and splits where a share computed in float32, as s * T / S or s * (T / S), ends the
+# last split one tile short: 501 x 34,137 is past the integers float32 holds, and rounds down
+FLOAT32_SHARE_TILES, FLOAT32_SHARE_SPLITS = 501, 34137
+
+
+def _shares_rounded_in_float32(*, fill: bool) -> Callable[[OpInputs], Call]:
+    """The longest sequence's context (or, with ``fill``, its row past the context) made
+    ``FLOAT32_SHARE_TILES`` tiles of 16 tokens, over ``FLOAT32_SHARE_SPLITS`` splits: more
+    splits than tiles, so shares of whole tiles rounded up give the tiles to the first
+    splits, balanced shares to the last; a share taken in float32 gives the last tile to none.
+    Only that sequence's row and its last tile are held; on the CPU only the splits that
+    compute the last tile in either way run."""
+    block_n, splits, tiles = 16, FLOAT32_SHARE_SPLITS, FLOAT32_SHARE_TILES
+
+    def change(inputs: OpInputs) -> Call:
+        if fill:
+            longest = int(inputs.context_lens.argmax())
+            context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
+            edited = replace(inputs, max_model_len=(context_tiles + tiles) * block_n)
+        else:
+            edited, longest = _longest_context_made(inputs, tiles * block_n, max_model_len=tiles * block_n)
+        return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
+                    sequences=(longest,), splits=(tiles - 1, *_last_splits(splits)),
+                    columns=slice(-block_n, None))
+
+    return change
+
+
 def _context_shares_past_int32(inputs: OpInputs) -> Call:
     """The longest sequence's context made as many tiles long as there are splits, 46,342 of
     each (2.97 million tokens, its table cycling through the blocks it used): a split's first
@@ -279,6 +310,32 @@ def _context_past_float32_integers(inputs: OpInputs) -> Call:
     return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
                 sequences=(longest,), splits=(splits - 1,),
                 columns=slice((tiles - FLOAT32_EDGE_TILES_PER_SPLIT) * block_n, tiles * block_n))
+
+
+# tokens: one past the integers float32 holds exactly, and one token into a block at KVB 1, 16
+# and 64, where the count of blocks ctx / KVB, taken in float32, rounds to ctx - 1's count
+FLOAT32_INEXACT_CONTEXT = 2**24 + 1
+
+
+def _past_float32_blocks(*, bad_last_entry: bool) -> Callable[[OpInputs], Call]:
+    """The longest sequence's context made ``FLOAT32_INEXACT_CONTEXT`` tokens, its table cycling
+    through its blocks; ``bad_last_entry``: its last used entry set to num_blocks (out of range),
+    else its table cut one block short (a capacity of 2**24 tokens). A check that counts the
+    context's blocks in float32 misses either; no launch is made unless the op accepts. Bases
+    of one query row a sequence: the caller's out holds 2**24 + 1 columns a row."""
+    def change(inputs: OpInputs) -> Call:
+        context = FLOAT32_INEXACT_CONTEXT
+        edited, longest = _longest_context_made(inputs, context, max_model_len=context)
+        last = (context - 1) // inputs.kv_cache.shape[1]
+        table = edited.block_table
+        if bad_last_entry:
+            table[longest, last] = inputs.kv_cache.shape[0]
+        else:
+            table = table[:, :last].contiguous()
+        edited = replace(edited, block_table=table)
+        return Call(edited, {"out": caller_out(edited)})
+
+    return change
 
 
 def _longest_context_made(inputs: OpInputs, context: int, *, max_model_len: int) -> tuple[OpInputs, int]:
@@ -984,6 +1041,10 @@ EDITS: dict[str, InputEdit] = _by_name([
               bases=("one-sequence-kvb64",)),
     InputEdit("context_lens-split-shares-past-int32", "", None, _context_shares_past_int32,
               bases=("one-sequence-kvb64",)),
+    InputEdit("context_lens-split-shares-rounded-in-float32", "", None, _shares_rounded_in_float32(fill=False),
+              bases=("one-sequence-next-n-3",)),
+    InputEdit("max_model_len-fill-shares-rounded-in-float32", "", None, _shares_rounded_in_float32(fill=True),
+              bases=("one-sequence-next-n-3",)),
     # three live rows: row 0's bound, 2**24 + 3, rounds up in float32 to a position it must not see;
     # at D = 128 a key's byte offset in the sequence passes 2**31 there too, on both layouts
     InputEdit("context_lens-past-float32-integers", "", None, _context_past_float32_integers,
@@ -1055,6 +1116,13 @@ EDITS: dict[str, InputEdit] = _by_name([
     _out_of_range("block_table-num-blocks-in-longest-last-used-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True, longest=True),
                   bases=("small", "small-uniform")),
+    # in a context past the integers float32 holds: a check that counts blocks in float32 misses it
+    _out_of_range("block_table-num-blocks-in-the-last-column-past-float32-blocks", "block_table",
+                  _past_float32_blocks(bad_last_entry=True), bases=("small-next-n-1", "one-sequence-kvb64"),
+                  valid_values_first=False),
+    _out_of_range("context_lens-one-past-the-table-past-float32-blocks", "context_lens",
+                  _past_float32_blocks(bad_last_entry=False), bases=("small-next-n-1", "one-sequence-kvb64"),
+                  valid_values_first=False),
     _out_of_range("block_table-negative-in-longest-last-used-column", "block_table",
                   _table_entry(lambda i: -1, last_column=True, longest=True)),
     _out_of_range("block_table-num-blocks-in-first-column", "block_table",
@@ -1183,7 +1251,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         if call.sequences is None and call.columns is None:
             _check_called_again(edit, op, edited, keywords)
         return
-    if edit.reads_values:
+    if edit.reads_values and edit.valid_values_first:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
     if edit.primer:
         _call_quietly(op, edited, {**keywords, **edit.primer, "out": None})
