@@ -82,7 +82,10 @@ MAX_SHARE_CASES = 64
 SHARE_SECONDS = 1.0
 # before the baseline has measured it, what a case that holds gigabytes is taken to need
 GIGABYTE_CASE_SECONDS = 5.0
-GIGABYTE_CASE_PEAK = 16 * 2**30
+GIGABYTE_CASE_PEAK = 10 * 2**30  # the largest measured on an H200 is 8 GiB
+# cases that hold gigabytes dealt out at once: more would wait in the memory gate, each
+# holding a worker that small cases could use
+GIGABYTE_CASES_AT_ONCE = 4
 SPARE_WORKERS = 4  # per GPU: started ahead, to replace workers a device fault ends
 COMPILE_TICK = 5.0  # seconds between the classification's counts of configurations compiled
 
@@ -704,7 +707,10 @@ class Runner:
         case_id = self.case_ids[index]
         if case_id in self.case_seconds:
             return self.case_peaks.get(case_id, 0)
-        return GIGABYTE_CASE_PEAK if _holds_gigabytes(self.cases[index]) else 0
+        return GIGABYTE_CASE_PEAK if self.holds_gigabytes(index) else 0
+
+    def holds_gigabytes(self, index: int) -> bool:
+        return _holds_gigabytes(self.cases[index])
 
     def expected_seconds(self, index: int) -> float:
         """The case's time on the baseline; before one measured it, a guess for a case that
@@ -712,7 +718,7 @@ class Runner:
         seconds = self.case_seconds.get(self.case_ids[index])
         if seconds is not None:
             return seconds
-        return GIGABYTE_CASE_SECONDS if _holds_gigabytes(self.cases[index]) else 0.0
+        return GIGABYTE_CASE_SECONDS if self.holds_gigabytes(index) else 0.0
 
     @staticmethod
     def _launch_failed(mutant: Mutant, record: CaseRecord, compiled_somewhere: bool) -> bool:
@@ -999,12 +1005,22 @@ class _Scheduler:
         cases = progress.unassigned()
         if not progress.task.shared:
             return cases
+        cases = self._with_gigabytes_held_back(cases)
         if not progress.results and not progress.holders:
             return self._within_seconds(progress, cases[:SHARE_CASES], cases)
         keys = self.runner.case_compile_keys()
         lead = keys[cases[0]]
         size = min(MAX_SHARE_CASES, max(SHARE_CASES, len(cases) // (4 * self.runner.jobs)))
         return self._within_seconds(progress, sorted(cases, key=lambda i: keys[i] != lead)[:size], cases)
+
+    def _with_gigabytes_held_back(self, cases: list[int]) -> list[int]:
+        """``cases`` without those that hold gigabytes while ``GIGABYTE_CASES_AT_ONCE`` of them
+        are out in workers (all of them where nothing else is left)."""
+        holds = self.runner.holds_gigabytes
+        out = sum(1 for w in self._busy() for i in w.cases if i not in w.progress.results and holds(i))
+        if out < GIGABYTE_CASES_AT_ONCE:
+            return cases
+        return [i for i in cases if not holds(i)] or cases
 
     def _within_seconds(self, progress: _Progress, share: list[int], left: list[int]) -> list[int]:
         expected = self.runner.expected_seconds

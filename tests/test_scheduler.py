@@ -56,7 +56,8 @@ class _ThreadWorker(_Worker):
 
 def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1,
          machine_fails: dict[str, int] | None = None, seconds: dict[int, float] | None = None,
-         slow: dict[str, tuple[float, float]] | None = None, timeout: float = 30.0):
+         slow: dict[str, tuple[float, float]] | None = None, timeout: float = 30.0,
+         gigabytes: set[int] | None = None):
     log, workers = [], []
     shared_fails = dict(machine_fails or {})  # one machine: its failures span the workers
 
@@ -67,6 +68,7 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
                              timeout_for=lambda i: timeout, case_seconds_by_index=lambda i: 1.0, case_peak_by_index=lambda i: 0,
                              expected_seconds=lambda i: (seconds or {}).get(i, 0.01),
+                             holds_gigabytes=lambda i: i in (gigabytes or ()),
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
                              _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
     finished = _Scheduler(runner, tasks, label="").run()
@@ -91,6 +93,19 @@ def test_the_long_cases_of_one_kernel_go_out_one_a_share_to_several_workers():
     assert sorted(progress.results) == list(range(40))
     assert len({name for name, _, case in log if int(case[1:]) in long_cases}) >= 3, \
         "the long cases ran one after another in one worker"
+
+
+def test_no_more_cases_that_hold_gigabytes_go_out_at_once_than_the_cap():
+    from mutants.runner import GIGABYTE_CASES_AT_ONCE
+
+    large = set(range(10))  # first in the order, as the baseline puts them
+    slow = {f"c{i}": (0.0, 0.2) for i in large}
+    finished, log = _run([_Task("<baseline>", "o1", list(range(60)), False, shared=True)], jobs=8, cases=60,
+                         seconds=dict.fromkeys(large, 5.0), slow=slow, gigabytes=large)
+    assert sorted(finished[0].results) == list(range(60))
+    first_wave = [int(case[1:]) for _, _, case in log[:8]]
+    assert sum(i in large for i in first_wave) <= GIGABYTE_CASES_AT_ONCE, first_wave
+    assert any(i not in large for i in first_wave), "small cases waited behind the large ones"
 
 
 def test_a_cases_timeout_leaves_out_its_compiles():
