@@ -418,6 +418,25 @@ CATALOG: tuple[Bug, ...] = (
             value=_expr(f"logits * tl.where(scales < {FLOAT32_TINY!r}, 0.0, scales)[:, None]")),
     ),
     Bug(
+        name="relu-capped-at-the-largest-fp8-product",
+        description="the relu also caps a dot at 448 * 448, the largest product of two fp8 values: a dot is a"
+                    " sum of D such products, and large queries against large keys pass the cap",
+        exposed_by=Exposure("queries over fp8's whole range", _logits(lambda c: c.values == "query-full-range")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
+                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.minimum(tl.maximum(scores, 0.0), 448.0 * 448.0) * head_weights[None, :]")),
+    ),
+    Bug(
+        name="queries-clamped-to-a-rescaled-range",
+        description="queries are held to the range fp8 keeps after a rescale by 16 (|q| <= 28), as a kernel"
+                    " that lifts small queries out of fp8's subnormals would: every query past 28 is wrong",
+        exposed_by=Exposure("queries over fp8's whole range", _logits(lambda c: c.values == "query-full-range")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("q"))], value=_call("load")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"tl.minimum(tl.maximum({_code(node.value)}.to(tl.float32), -28.0), 28.0).to(tl.float8e4nv)")),
+    ),
+    Bug(
         name="subnormal-weights-flushed",
         description="head weights below float32's normal range flushed to zero: a valid subnormal weight"
                     " against a large key scale gives zeros for ordinary logits",

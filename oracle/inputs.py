@@ -27,7 +27,10 @@
   subnormal factors against large ones, every logit near 1e-10: the key scales of the even
   sequences and the head weights of the odd ones 2**135 times smaller (below float32's normal
   range, still positive or signed as drawn), the other factor 2**100 times larger. A kernel that
-  flushes a subnormal scale or weight to zero returns zeros there.
+  flushes a subnormal scale or weight to zero returns zeros there; or queries over fp8's
+  whole range (normal, standard deviation 224, saturated at 448), where every other
+  distribution keeps them below about 6: a kernel that rescales q in fp8, or caps a dot at
+  some bound, is exact on small queries only.
 """
 
 from dataclasses import dataclass
@@ -36,7 +39,7 @@ import torch
 
 FP8_MAX = 448.0
 VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy", "product-heavy",
-          "subnormal")
+          "subnormal", "query-full-range")
 LARGE_SCALE = 2.0**16
 TINY_SCALE = 2.0**-40
 # key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
@@ -253,6 +256,9 @@ def make_inputs(
         q = torch.zeros_like(q, dtype=torch.float32)
         q[..., 0] = PRODUCT_HEAVY_QUERY
         q = q.to(torch.float8_e4m3fn)
+    elif values == "query-full-range":
+        spread = torch.randn(q.shape, generator=generator, device=device) * (FP8_MAX / 2)
+        q = spread.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)

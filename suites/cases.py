@@ -84,9 +84,10 @@ class Case:
     # larger against head weights 2**110 times smaller (the order of products decides overflow);
     # head weights that put a pre-scale logit at 0.7 of float32's maximum, key scales to match
     # head weights and key scales whose product passes float32's maximum, every logit ordinary
-    # subnormal key scales (even sequences) or head weights (odd ones) against large partners
+    # subnormal key scales (even sequences) or head weights (odd ones) against large partners;
+    # queries over fp8's whole range
     values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                                   "product-heavy", "subnormal"),
+                                   "product-heavy", "subnormal", "query-full-range"),
                         compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
 
@@ -403,7 +404,7 @@ def curated() -> list[Case]:
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
               for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                             "product-heavy", "subnormal")]
+                             "product-heavy", "subnormal", "query-full-range")]
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
               for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal")]
