@@ -88,6 +88,10 @@ def _call_named(name: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Name(name))
 
 
+# the block-table check's columns a sequence uses: torch.arange(max_blocks)[None, :] < its count of blocks
+_USED_COLUMNS = m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))))
+
+
 def _method(obj: str, method: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Attribute(value=m.Name(obj), attr=m.Name(method)))
 
@@ -1125,7 +1129,7 @@ CATALOG: tuple[Bug, ...] = (
                     " tokens the count rounds down and the last used block goes unchecked",
         exposed_by=Exposure("an out-of-range id in the last column of a context of 2**24 + 1 tokens (an input edit)",
                             _edit("block_table-num-blocks-in-the-last-column-past-float32-blocks")),
-        site=m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange"))))),
+        site=_USED_COLUMNS,
         mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < torch.ceil(lens[:, None] / dims.kv_block)"),
         path=VALIDATION,
         side=HOST,
@@ -1148,7 +1152,7 @@ CATALOG: tuple[Bug, ...] = (
                     " the longest sequence's partly filled last block goes unchecked",
         exposed_by=Exposure("an out-of-range id in the longest sequence's last block (an input edit)",
                             _edit("block_table-num-blocks-in-longest-last-used-column")),
-        site=m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange"))))),
+        site=_USED_COLUMNS,
         mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < int(lens.max()) // dims.kv_block"),
         path=VALIDATION,
         side=HOST,

@@ -1076,7 +1076,7 @@ class _Scheduler:
             if worker.case_time_left is not None:
                 worker.deadline, worker.case_time_left = time.monotonic() + worker.case_time_left, None
             clock.add("compile", message[1])
-            clock.count_kernel(message[2] if len(message) > 2 else None)
+            clock.count_kernel(message[2])
             clock.add("cases", -message[1])  # the case's time holds its compiles
             worker.enter("cases")
         elif message[0] == "case":

@@ -91,7 +91,7 @@ def pytest_generate_tests(metafunc):
         ])
     if "suite_edit" in metafunc.fixturenames:
         edits = rejection_cases(metafunc.config.getoption("suite"))
-        metafunc.parametrize("suite_edit", [pytest.param(c, id=c.id) for c in edits])
+        metafunc.parametrize("suite_edit", edits, ids=[c.id for c in edits])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -245,9 +245,7 @@ def _fill_shares_past_int32(inputs: OpInputs) -> Call:
     ``SHARE_SPLITS_HELD`` tiles, which the last splits fill, are held; on the CPU only those
     splits of that sequence run."""
     block_n, splits = KNOB_VALUES["block_n"], SPLITS_PAST_INT32_SHARES
-    longest = int(inputs.context_lens.argmax())
-    context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
-    edited = replace(inputs, max_model_len=(context_tiles + splits) * block_n)
+    edited, longest = _longest_row_filled(inputs, splits, block_n)
     return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
                 sequences=(longest,), splits=_last_splits(splits), columns=slice(-SHARE_SPLITS_HELD * block_n, None))
 
@@ -268,9 +266,7 @@ def _shares_rounded_in_float32(*, fill: bool) -> Callable[[OpInputs], Call]:
 
     def change(inputs: OpInputs) -> Call:
         if fill:
-            longest = int(inputs.context_lens.argmax())
-            context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
-            edited = replace(inputs, max_model_len=(context_tiles + tiles) * block_n)
+            edited, longest = _longest_row_filled(inputs, tiles, block_n)
         else:
             edited, longest = _longest_context_made(inputs, tiles * block_n, max_model_len=tiles * block_n)
         return Call(edited, {"out": caller_out(edited), "num_splits": splits, "block_n": block_n},
@@ -336,6 +332,14 @@ def _past_float32_blocks(*, bad_last_entry: bool) -> Callable[[OpInputs], Call]:
         return Call(edited, {"out": caller_out(edited)})
 
     return change
+
+
+def _longest_row_filled(inputs: OpInputs, fill_tiles: int, block_n: int) -> tuple[OpInputs, int]:
+    """The inputs with max_model_len set so that the longest sequence's row runs ``fill_tiles``
+    tiles of ``block_n`` past its context's last tile; returns them and that sequence's index."""
+    longest = int(inputs.context_lens.argmax())
+    context_tiles = -(-int(inputs.context_lens[longest]) // block_n)
+    return replace(inputs, max_model_len=(context_tiles + fill_tiles) * block_n), longest
 
 
 def _longest_context_made(inputs: OpInputs, context: int, *, max_model_len: int) -> tuple[OpInputs, int]:
