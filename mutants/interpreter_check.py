@@ -6,23 +6,25 @@ some of them, not all), and work the kernel does on top of its model (a split th
 the context's end, a fill that issues masked stores past the row: the same values, more
 traffic). ``recheck`` runs each survivor of a CUDA run on the interpreter, where both are
 checked (``suites/check.py``), until its first failing case: a failure kills the mutant in
-the CUDA run's results, with the case and what the interpreter saw. The interpreter's own
+the CUDA run's results, with the case and what the interpreter saw. A mutant that timed out
+on the GPU is rechecked too: its extra work may be what made it slow, and the interpreter's
+accounting can name it on a case small enough to finish. The interpreter's own
 baseline and results are kept in the store under its own scope, so a later run reuses them.
 """
 
 from dataclasses import replace
 
-from mutants.outcomes import KILLED
+from mutants.outcomes import KILLED, SURVIVED, TIMEOUT
 
 INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check killed
 
 
 def recheck(runner, mutants: list, *, interpreter_scope, jobs: int) -> int:
-    """Re-run the survivors of ``runner``'s CUDA run (those whose cases ran: not those whose
-    code on the suite is the original's) on the interpreter; returns the kills."""
+    """Re-run the survivors and timeouts of ``runner``'s CUDA run (those whose cases ran: not
+    those whose code on the suite is the original's) on the interpreter; returns the kills."""
     from mutants.runner import BaselineError, Runner
 
-    results, survivors = runner.checkable_survivors(mutants)
+    results, survivors = runner.checkable_survivors(mutants, outcomes=(SURVIVED, TIMEOUT))
     if not survivors:
         return 0
     interpreter = Runner(cases=runner.cases, device="cpu", jobs=jobs, store=runner.store, scope=interpreter_scope,
@@ -42,5 +44,10 @@ def recheck(runner, mutants: list, *, interpreter_scope, jobs: int) -> int:
             continue
         kills += 1
         runner.store.save(runner.scope, replace(results[mutant.key], outcome=KILLED, killed_by=verdict.killed_by,
-                                                detail=f"{INTERPRETED}: {verdict.detail}"))
+                                                detail=_killed_detail(results[mutant.key], verdict)))
     return kills
+
+
+def _killed_detail(on_cuda, verdict) -> str:
+    timed_out = f" (on cuda: {on_cuda.detail})" if on_cuda.outcome == TIMEOUT else ""
+    return f"{INTERPRETED}{timed_out}: {verdict.detail}"

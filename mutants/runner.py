@@ -535,12 +535,13 @@ class Runner:
 
     # -- the checks of a CUDA run's survivors --
 
-    def checkable_survivors(self, mutants: list[Mutant], also_skip: tuple[str, ...] = ()) -> tuple[dict, list[Mutant]]:
-        """(the stored results, the survivors a check of their runs could still kill): not
-        those whose code on every configuration of the suite is the original's, nor those
-        whose detail starts with one of ``also_skip``."""
+    def checkable_survivors(self, mutants: list[Mutant], also_skip: tuple[str, ...] = (),
+                            outcomes: tuple[str, ...] = (SURVIVED,)) -> tuple[dict, list[Mutant]]:
+        """(the stored results, the mutants of ``outcomes`` a check of their runs could still
+        kill): not those whose code on every configuration of the suite is the original's, nor
+        those whose detail starts with one of ``also_skip``."""
         results = self.store.results(self.scope, {m.key: m.id for m in mutants})
-        survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome == SURVIVED
+        survivors = [m for m in mutants if (r := results.get(m.key)) and r.outcome in outcomes
                      and not r.detail.startswith((*SUITE_EQUAL, *also_skip))]
         return results, survivors
 
@@ -562,11 +563,13 @@ class Runner:
                 shutil.rmtree(overlay, ignore_errors=True)
 
         kills = 0
+        if progress and survivors:  # the phase's clock starts with the checks, not at the first one's end
+            progress("memcheck", 0, len(survivors))
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
             futures = {pool.submit(check, mutant): mutant for mutant in survivors}
-            for done, future in enumerate(as_completed(futures)):
-                if progress:
+            for done, future in enumerate(as_completed(futures), start=1):
+                if progress and done < len(survivors):
                     progress("memcheck", done, len(survivors))
                 mutant, finding = futures[future], future.result()
                 previous = results[mutant.key]

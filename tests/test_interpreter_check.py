@@ -18,28 +18,34 @@ pytestmark = pytest.mark.skipif(
 
 def test_survivors_of_a_cuda_run_die_where_only_the_interpreter_sees_their_bug(tmp_path):
     """A split that runs to the context's end gives the right values with more traffic: no
-    GPU case fails, the interpreter's work check does. A comment changes nothing and stays;
-    a mutant whose code on the suite is the original's is not run again."""
+    GPU case fails, the interpreter's work check does. A fill that walks past the row timed
+    out on the GPU: the interpreter decides it too. A comment changes nothing and stays; a
+    mutant whose code on the suite is the original's is not run again."""
     store = Store(tmp_path / "results.sqlite")
     gpu = Scope("smoke", "gpu-run", "first-kill", "cuda")
     cpu = Scope("smoke", source_digest(), "first-kill", "cpu")
     bugs = {m.id: m for m in catalog_mutants()}
     work_bug, pending = bugs["split-runs-to-context-end"], bugs["causal-off-by-one"]
+    slow = bugs["fill-walks-past-the-row"]  # timed out on the GPU
     source = read_source(TRITON_TARGET.device_file)
     comment = Mutant(id="comment", origin="test", path=TRITON_TARGET.device_file, line=1, column=0, before="",
                      after="# c", description="a comment", exposed_by="", source=source + "\n# c\n", side="device")
     for mutant, detail in ((work_bug, ""), (comment, ""), (pending, f"{PENDING_DETAIL}: sass: same")):
         store.save(gpu, Result(mutant.key, mutant.id, "survived", detail, [], 1.0, {}))
+    store.save(gpu, Result(slow.key, slow.id, "timeout", "a-case: no answer within 10 s", [], 10.0, {}))
+    mutants = [work_bug, comment, pending, slow]
     runner = Runner(cases=smoke(), device="cpu", jobs=2, store=store, scope=gpu)  # the CUDA run's results
     try:
-        assert recheck(runner, [work_bug, comment, pending], interpreter_scope=cpu, jobs=2) == 1
+        assert recheck(runner, mutants, interpreter_scope=cpu, jobs=2) == 2
     finally:
         runner.close()
-    after = store.results(gpu, {m.key: m.id for m in (work_bug, comment, pending)})
+    after = store.results(gpu, {m.key: m.id for m in mutants})
     assert after[work_bug.key].outcome == "killed" and after[work_bug.key].detail.startswith(INTERPRETED)
     assert after[work_bug.key].killed_by
+    assert after[slow.key].outcome == "killed"
+    assert after[slow.key].detail.startswith(f"{INTERPRETED} (on cuda: a-case: no answer within 10 s): ")
     assert after[comment.key].outcome == "survived" and after[pending.key].outcome == "survived"
-    assert set(store.results(cpu, {m.key: m.id for m in (work_bug, comment, pending)})) == {work_bug.key, comment.key}
+    assert set(store.results(cpu, {m.key: m.id for m in mutants})) == {work_bug.key, comment.key, slow.key}
 
 
 def test_the_interpreter_check_is_for_cuda_runs(tmp_path, capsys):

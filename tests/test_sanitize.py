@@ -78,11 +78,15 @@ def test_a_survivor_with_an_invalid_access_is_killed_and_a_clean_one_is_not_chec
     store.save(scope, Result(mutant.key, mutant.id, "survived", "", [], 1.0, {}))
     fake = tmp_path / "compute-sanitizer"
     finding = MEMCHECK_OUTPUT.replace("second-case", cases[1].id)
-    fake.write_text(f"#!/bin/sh\ncat <<'END'\n{finding}END\nexit {FINDING_EXIT}\n")
+    ran = tmp_path / "ran"
+    fake.write_text(f"#!/bin/sh\ntouch {ran}\ncat <<'END'\n{finding}END\nexit {FINDING_EXIT}\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     runner = Runner(cases=cases, device="cuda", jobs=1, store=store, scope=scope)
+    shown = []
     try:
-        assert runner.sanitize([mutant], sanitizer=str(fake)) == 1
+        assert runner.sanitize([mutant], sanitizer=str(fake),
+                               progress=lambda *tick: shown.append((*tick, ran.exists()))) == 1
+        assert shown == [("memcheck", 0, 1, False), ("memcheck", 1, 1, True)]  # the clock starts before the check
         (result,) = store.results(scope, {mutant.key: mutant.id}).values()
         assert result.outcome == "killed" and result.killed_by == [cases[1].id]
         assert "memcheck: Invalid __global__ read" in result.detail
