@@ -502,6 +502,17 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr("kv_ptr + block_id * BLOCK_BYTES")),
     ),
     Bug(
+        name="token-gather-offsets-from-the-tiles-lowest-block",
+        description="the per-token gather addresses a tile's keys from a 64-bit base at its lowest block, in"
+                    " 32-bit offsets: blocks of one tile more than 2 GiB apart wrap",
+        exposed_by=Exposure("a pool over 2 GiB whose neighbouring blocks lie at both ends, with a per-token gather",
+                            _logits(lambda c: c.min_pool_bytes() > 2**31 and c.kv_block % _tile(c) != 0)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("token_block_ptrs"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "kv_ptr + tl.min(block_id, axis=0).to(tl.int64) * BLOCK_BYTES"
+            " + (block_id - tl.min(block_id, axis=0)) * BLOCK_BYTES")),
+    ),
+    Bug(
         name="int32-q-row-offset",
         description="the query rows' offsets computed in 32 bits: a q past 2**31 elements (a long batch of"
                     " many heads) reads its last sequences' queries from before q",
@@ -1121,6 +1132,18 @@ CATALOG: tuple[Bug, ...] = (
         site=m.IfExp(test=m.Comparison(left=m.Name("next_n_lens")), body=m.Name("context_lens")),
         mutate=lambda node: node.with_changes(orelse=_expr("next_n_lens if validate else next_n_lens.clamp_(1, dims.next_n)")),
         path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="lengths-read-before-their-copy-arrives",
+        description="the value checks copy the context lengths to the host without blocking, then read them: on a"
+                    " GPU they read what the host memory held before the copy (an earlier step's lengths)",
+        exposed_by=Exposure("a valid call planned with its copies to the host in flight (every valid computed input"
+                            " edit plans one)", _edit("unchanged")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("lens"))],
+                      value=m.Call(func=m.Attribute(value=m.Name("context_lens"), attr=m.Name("to")))),
+        mutate=lambda node: node.with_changes(value=_expr('context_lens.to("cpu", torch.int64, non_blocking=True)')),
+        path=VALIDATION,
         side=HOST,
     ),
     Bug(

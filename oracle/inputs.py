@@ -196,16 +196,30 @@ def block_pool(
 ) -> tuple[torch.Tensor, int]:
     """A block table whose used entries are a random permutation of distinct physical blocks.
 
-    Returns (block_table [B, max_blocks] i32, num_blocks). The pool holds exactly the blocks
-    the batch needs, after ``min_pool_bytes`` of blocks no sequence uses: every used block
-    then starts past that offset (a pool over 2 GiB needs 64-bit offsets). Each row's used
-    entries start at ``first_column``; entries no sequence uses hold ids outside the pool.
+    Returns (block_table [B, max_blocks] i32, num_blocks). The pool holds the blocks the
+    batch needs and, with ``min_pool_bytes``, that many bytes of blocks no sequence uses
+    between them: a sequence's first block and every second one after it lie past those bytes
+    (a pool over 2 GiB needs 64-bit offsets), the others before them, so that neighbouring
+    blocks of one sequence, and the blocks of one tile, lie ``min_pool_bytes`` apart (an
+    offset between two of them needs 64 bits too), as in the pool of a server that has run a
+    while. Each row's used entries start at ``first_column``; entries no sequence uses hold
+    ids outside the pool.
     """
     needed = [-(-ctx // kv_block) for ctx in context_lens]
     total = sum(needed)
-    num_blocks = total + -(-min_pool_bytes // block_bytes)
+    gap = -(-min_pool_bytes // block_bytes)
+    num_blocks = total + gap
     device = generator.device
-    ids = torch.randperm(total, generator=generator, device=device) + (num_blocks - total)
+    if gap:
+        high = [j % 2 == 0 for count in needed for j in range(count)]
+        below = high.count(False)
+        bottom = torch.randperm(below, generator=generator, device=device)
+        top = torch.randperm(total - below, generator=generator, device=device) + below + gap
+        ids = torch.empty(total, dtype=torch.int64, device=device)
+        mask = torch.tensor(high, dtype=torch.bool, device=device)
+        ids[mask], ids[~mask] = top, bottom
+    else:
+        ids = torch.randperm(total, generator=generator, device=device)
     table = torch.randint(num_blocks, 2**31 - 1, (len(context_lens), max_blocks), generator=generator, device=device)
     start = 0
     for b, count in enumerate(needed):

@@ -31,6 +31,7 @@ import torch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, observing
+from suites.host_copies import copies_in_flight
 
 SENTINEL = 1234.5
 # the kernel's narrowest MMA: H times next_n (rounded up to a power of two) query rows
@@ -1254,6 +1255,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         compare_logits(result, expected, magnitude, rtol=tolerance_for(result.device))
         if call.sequences is None and call.columns is None:
             _check_called_again(edit, op, edited, keywords)
+            _check_planned_with_copies_in_flight(edit, op, edited, keywords)
         return
     if edit.reads_values and edit.valid_values_first:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
@@ -1273,6 +1275,22 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
     _check_unchanged(edit, given, edited)
+
+
+def _check_planned_with_copies_in_flight(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
+    """The launcher plans the same valid call while its copies to the host are in flight
+    (``suites/host_copies.py``): value checks that read a copy made without blocking read
+    values no caller passes, as on a GPU whose stream has not reached the copy yet."""
+    planner = launch_planner(op)
+    if planner is None or keywords.get("validate") is False:
+        return
+    with copies_in_flight():
+        try:
+            planner(*inputs.op_args(), **keywords)
+        except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+            raise AssertionError(f"{edit.name}: planned with its copies to the host not yet arrived, the launcher"
+                                 f" rejected valid input (it read a copy made without blocking):"
+                                 f" {type(error).__name__}: {error}") from error
 
 
 def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:

@@ -307,6 +307,24 @@ def test_large_pool_puts_used_blocks_past_2gib():
     assert int(table[0, 0]) * 64 * 132 >= 2**31 + 1
 
 
+def test_a_large_pool_puts_neighbouring_blocks_of_a_sequence_its_gap_apart():
+    """Blocks of one sequence, and of one tile, lie at both ends of a large pool: an offset
+    between two of them (a tile's keys addressed from its lowest block) needs 64 bits too."""
+    generator = torch.Generator().manual_seed(5)
+    block_bytes = 16 * 132
+    lens = [100, 1, 64, 65]
+    table, num_blocks = block_pool(lens, 16, 9, generator, min_pool_bytes=2**31 + 1, block_bytes=block_bytes)
+    used = [table[b, : -(-ctx // 16)].long() for b, ctx in enumerate(lens)]
+    ids = torch.cat(used)
+    assert len(set(ids.tolist())) == len(ids) and ((ids >= 0) & (ids < num_blocks)).all()
+    for row in used:
+        assert int(row[0]) * block_bytes > 2**31  # every sequence's first block past the gap
+        gaps = (row[1:] - row[:-1]).abs() * block_bytes
+        assert (gaps > 2**31).all(), f"neighbouring blocks {row.tolist()} lie closer than the gap"
+    for b, ctx in enumerate(lens):
+        assert (table[b, -(-ctx // 16):] >= num_blocks).all()
+
+
 def test_a_large_pool_moves_in_the_blocks_its_table_names(monkeypatch, device):
     """A pool of gigabytes, most of it blocks no sequence uses, moves to the device in its named
     blocks only (touching every page of the rest cost seconds a case); the op sees the same

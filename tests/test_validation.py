@@ -98,3 +98,75 @@ def test_nan_input_is_confined_to_the_rows_it_feeds(argument, device):
     out = fp8_paged_mqa_logits(*dataclasses.replace(inputs, **{argument: poisoned}).to(device).op_args(),
                                next_n_lens=None)
     compare_logits(out[1:], expected[1:], magnitude[1:])
+
+
+def test_a_copy_to_the_host_made_without_blocking_has_not_arrived():
+    """``copies_in_flight`` gives a non-blocking copy to the host values no caller passes, as
+    a GPU whose stream has not reached the copy may; a blocking copy keeps its values."""
+    from suites.host_copies import copies_in_flight
+
+    lens = torch.tensor([40, 21], dtype=torch.int32)
+    host = torch.empty(2, dtype=torch.int64)
+    with copies_in_flight() as mode:
+        assert lens.to("cpu", torch.int64).tolist() == [40, 21]
+        early = lens.to("cpu", torch.int64, non_blocking=True)
+        host.copy_(lens, non_blocking=True)
+    assert mode.poisoned == 2
+    assert early.tolist() == host.tolist() == [torch.iinfo(torch.int64).min] * 2
+
+
+def test_value_checks_that_read_a_copy_made_without_blocking_fail_the_accept_check(monkeypatch, device):
+    """Every valid computed edit plans its call again with the copies to the host in flight:
+    value checks reading lengths copied without blocking reject it there."""
+    import kernel.validation
+
+    inputs = make_inputs(batch=2, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[40, 21], max_model_len=64, next_n_lens=[2, 1], seed=7).to(device)
+    check_edit(EDITS["unchanged"], inputs, fp8_paged_mqa_logits)
+    checked = kernel.validation._check_values
+
+    def lengths_copied_without_blocking(dims, context_lens, *rest):
+        return checked(dims, context_lens.to("cpu", torch.int64, non_blocking=True), *rest)
+
+    monkeypatch.setattr(kernel.validation, "_check_values", lengths_copied_without_blocking)
+    with pytest.raises(AssertionError, match="copies to the host not yet arrived"):
+        check_edit(EDITS["unchanged"], inputs, fp8_paged_mqa_logits)
+
+
+def test_calls_from_two_threads_each_get_their_own_verdict(device):
+    """A server plans calls from several threads at once: a valid call is accepted and an
+    invalid one rejected whatever the other thread does meanwhile (value checks staged in
+    buffers shared from call to call would read the other call's values). Threads switch
+    every microsecond here, so that the two calls' checks interleave."""
+    import sys
+    import threading
+
+    from kernel import plan_launch
+
+    valid = make_inputs(batch=3, next_n=2, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                        context_lens=[40, 21, 64], max_model_len=64, next_n_lens=[2, 1, 2], seed=7).to(device)
+    past = dataclasses.replace(valid, context_lens=torch.tensor([40, 65, 64], dtype=torch.int32, device=device))
+    wrong = []
+
+    def plan(inputs, accepted: bool) -> None:
+        for _ in range(150):
+            try:
+                plan_launch(*inputs.op_args(), **inputs.op_kwargs())
+                verdict = True
+            except ValueError:
+                verdict = False
+            if verdict != accepted:
+                wrong.append(accepted)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=plan, args=(valid, True)), threading.Thread(target=plan, args=(past, False))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(before)
+    assert not wrong, (f"{wrong.count(True)} valid calls rejected and {wrong.count(False)} invalid ones accepted"
+                       " of 150 each, planned from two threads at once")
