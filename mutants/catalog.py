@@ -1135,6 +1135,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="empty-padding-sequence-accepted",
+        description="a sequence whose context and live rows are both 0 is taken as padding and let through the"
+                    " live-row check: each is out of range, and the op accepts them",
+        exposed_by=Exposure("a sequence with context 0 and live rows 0 (an input edit)",
+                            _edit("sequence-empty-context-and-no-live-rows")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))],
+                      value=m.BinaryOperation(left=m.Comparison(left=m.Name("live")))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "((live < 1) & ~((lens == 0) & (live == 0))) | (live > dims.next_n)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="lengths-read-before-their-copy-arrives",
         description="the value checks copy the context lengths to the host without blocking, then read them: on a"
                     " GPU they read what the host memory held before the copy (an earlier step's lengths)",

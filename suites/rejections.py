@@ -95,6 +95,9 @@ class InputEdit:
     # whether the call is first made on its own tensors holding the valid values (not where
     # that valid call would compute rows of millions of columns)
     valid_values_first: bool = True
+    # other arguments the error may name instead: where the edit makes two of them bad at once,
+    # which the op checks first is its own choice
+    also_named: tuple[str, ...] = ()
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -489,6 +492,13 @@ def _extreme_block_ids(inputs: OpInputs) -> Call:
     last = _batch(inputs) - 1
     table[last, _used_blocks(inputs, last) - 1] = inputs.kv_cache.shape[0] - 1
     return Call(replace(inputs, block_table=table))
+
+
+def _empty_sequence(inputs: OpInputs) -> Call:
+    """The last sequence's context and live rows both 0."""
+    lens, live = inputs.context_lens.clone(), inputs.next_n_lens.clone()
+    lens[-1], live[-1] = 0, 0
+    return Call(replace(inputs, context_lens=lens, next_n_lens=live))
 
 
 def _next_n_lens_entry(value: Callable[[OpInputs], int]) -> Callable[[OpInputs], Call]:
@@ -1106,6 +1116,11 @@ EDITS: dict[str, InputEdit] = _by_name([
     # the first bad entry in row order is not the first in column order
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
+    # an empty sequence, as a captured batch padded to its graph's size might hold one: its
+    # context and its live rows both 0, each out of range (a check that lets 0 through for
+    # both together, "padding", would take it)
+    _out_of_range("sequence-empty-context-and-no-live-rows", "next_n_lens", _empty_sequence, _has_next_n_lens,
+                  also_named=("context_lens",), bases=("small", "small-next-n-1")),
     # at next_n 1 too, where every valid count is 1
     _out_of_range("next_n_lens-zero", "next_n_lens", _next_n_lens_entry(lambda i: 0), _has_next_n_lens,
                   bases=("small", "small-next-n-1")),
@@ -1449,12 +1464,13 @@ def _check_quotes(edit: InputEdit, message: str) -> None:
 def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str) -> str:
     """The message of the error ``call`` raises on the edited input; AssertionError unless it
     is the edit's verdict."""
-    expected = f"a {edit.error.__name__} whose message starts with {edit.argument + ': '!r}"
+    named = tuple(f"{argument}: " for argument in (edit.argument, *edit.also_named))
+    expected = f"a {edit.error.__name__} whose message starts with {' or '.join(map(repr, named))}"
     try:
         call(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a verdict to check)
         message = str(error)
-        if not isinstance(error, edit.error) or not message.startswith(f"{edit.argument}: ") or "\n" in message:
+        if not isinstance(error, edit.error) or not message.startswith(named) or "\n" in message:
             raise AssertionError(f"{edit.name}: expected {expected} from {who}, got {type(error).__name__}:"
                                  f" {message}") from error
     else:

@@ -99,6 +99,16 @@ def test_gate_fails_a_wrong_rejection(rejection, device):
             pytest.fail(f"the gate passed an op with {why}")
 
 
+def test_an_edit_making_two_arguments_bad_takes_either_name(device):
+    """A sequence with context 0 and live rows 0 has both out of range: the op may name either
+    first, and no other argument."""
+    empty = next(c for c in REJECTED if c.edit == "sequence-empty-context-and-no-live-rows")
+    for named in ("next_n_lens", "context_lens"):
+        check_rejection(empty, _raises(ValueError, f"{named}: out of range at b=1"), device)
+    with pytest.raises(AssertionError, match="starts with 'next_n_lens: ' or 'context_lens: '"):
+        check_rejection(empty, _raises(ValueError, "block_table: out of range"), device)
+
+
 # all but an out that is not a tensor, on the meta device, empty or not passed
 WRITABLE_OUT = [c for c in REJECTED if is_readable(edited_call(EDITS[c.edit], c.base_inputs())[1]["out"])]
 
