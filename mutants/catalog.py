@@ -1148,6 +1148,34 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="expanded-size-one-dims-refused",
+        description="a dense tensor with a stride of 0 is refused as a broadcast view: a dimension of size one"
+                    " at stride 0 (lengths expanded from a scalar) is contiguous, and valid",
+        exposed_by=Exposure("a tensor whose size-one dimensions have stride 0 (an input edit per tensor)",
+                            _edit("next_n_lens-size-one-dims-expanded")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("addressable"))]),
+        mutate=lambda node: node.with_changes(value=node.value.with_changes(
+            orelse=_expr("(tensor.is_contiguous() and 0 not in tensor.stride())"))),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="out-refused-in-an-inputs-storage",
+        description="an out in the storage of the head weights is refused as overlapping them, by storage and not"
+                    " by the bytes each spans: one workspace holding both, apart, is valid",
+        exposed_by=Exposure("out and the head weights carved apart from one buffer (an input edit)",
+                            _edit("out-beside-the-weights-in-one-buffer")),
+        site=m.If(test=m.BooleanOperation(left=m.BooleanOperation(
+            left=m.Comparison(left=m.Name("out"), comparisons=[m.ComparisonTarget(operator=m.IsNot())])),
+            right=m.Comparison(left=m.Call(func=m.Attribute(value=m.Name("out"), attr=m.Name("stride")))))),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "out is not None and (out.shape[0] > 1 and out.stride(0) < max_model_len"
+            " or out.device.type != 'meta'"
+            " and out.untyped_storage().data_ptr() == weights.untyped_storage().data_ptr())")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="lengths-read-before-their-copy-arrives",
         description="the value checks copy the context lengths to the host without blocking, then read them: on a"
                     " GPU they read what the host memory held before the copy (an earlier step's lengths)",

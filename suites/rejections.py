@@ -697,6 +697,10 @@ def _per_tensor_edits() -> list[InputEdit]:
             # accepted: a dimension of size one addresses the same elements whatever its stride
             InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
                       _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
+            # and a stride of 0 there, as expand() or a broadcast gives it (a one-sequence batch's
+            # lengths expanded from a scalar)
+            InputEdit(f"{name}-size-one-dims-expanded", "", None, _tensor(name, _size_one_dims_expanded),
+                      _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
         ]
         if name != "q":  # (torch negates no fp8 tensor, so none is a negated view)
             # its memory holds the negated values: a kernel reads them without the sign
@@ -736,8 +740,26 @@ def _and(*tests: Callable[[OpInputs], bool]) -> Callable[[OpInputs], bool]:
 
 def _size_one_dims_strided(tensor: torch.Tensor) -> torch.Tensor:
     """The same tensor with every dimension of size one given a stride no layout would give it."""
-    strides = [7 * stride + 3 if size == 1 else stride for size, stride in zip(tensor.shape, tensor.stride())]
+    return _size_one_dims_at(tensor, lambda stride: 7 * stride + 3)
+
+
+def _size_one_dims_expanded(tensor: torch.Tensor) -> torch.Tensor:
+    """The same tensor with every dimension of size one at stride 0, as ``expand`` leaves it."""
+    return _size_one_dims_at(tensor, lambda stride: 0)
+
+
+def _size_one_dims_at(tensor: torch.Tensor, stride_of: Callable[[int], int]) -> torch.Tensor:
+    strides = [stride_of(stride) if size == 1 else stride for size, stride in zip(tensor.shape, tensor.stride())]
     return tensor.as_strided(tensor.shape, strides, tensor.storage_offset())
+
+
+def _out_beside_the_weights(inputs: OpInputs) -> Call:
+    """The head weights and then out carved from one float32 buffer."""
+    weights = inputs.weights
+    rows, width = _rows(inputs), inputs.max_model_len
+    buffer = torch.full((weights.numel() + rows * width,), SENTINEL, dtype=torch.float32, device=weights.device)
+    held = buffer[:weights.numel()].view(weights.shape).copy_(weights)
+    return Call(replace(inputs, weights=held), {"out": buffer[weights.numel():].view(rows, width)})
 
 
 def _has_size_one_dim(name: str) -> Callable[[OpInputs], bool]:
@@ -1018,6 +1040,10 @@ EDITS: dict[str, InputEdit] = _by_name([
     # every row the same memory: a row stride of 0 (an expanded row)
     InputEdit("out-rows-one-row-expanded", "out", ValueError,
               lambda inputs: Call(inputs, {"out": caller_out(inputs)[:1].expand(_rows(inputs), -1)}), _several_rows),
+    # one float32 workspace for the head weights and the logits, as a caller that pools its
+    # buffers passes: one storage, no byte in common (a check of storages, not of the bytes
+    # each tensor spans, refuses it)
+    InputEdit("out-beside-the-weights-in-one-buffer", "", None, _out_beside_the_weights),
     # a single row overlaps nothing, whatever its row stride
     InputEdit("out-one-row-of-any-row-stride", "", None, _one_row_out_of_unit_row_stride, _one_out_row,
               bases=("one-sequence-kvb64", "smallest")),
