@@ -43,6 +43,13 @@ def _keyword_arg(call: cst.Call, keyword: str) -> int | None:
     return None
 
 
+def _with_arg_value(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
+    """`call` with the value of its argument number `index` replaced, keyword and spacing kept."""
+    args = list(call.args)
+    args[index] = args[index].with_changes(value=value)
+    return call.with_changes(args=args)
+
+
 def _is_literal(expr: cst.BaseExpression) -> bool:
     if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString)):
         return True

@@ -35,6 +35,7 @@ from mutants.cst_helpers import (
     _positional_args,
     _same_spacing,
     _with_binary_operator,
+    _with_arg_value,
     _with_boolean_operator,
     _without_parens,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "GENERIC_OPERATORS",
     "GPU_OPERATORS",
     "HOST_OPERATORS",
+    "AlignmentHint",
     "ArgumentSwap",
     "ArithmeticSwap",
     "BarrierRemoval",
@@ -963,10 +965,7 @@ class ProgramIdAxis(Operator):
         axis = node.args[where].value
         if not isinstance(axis, cst.Integer) or axis.evaluated_value not in self._AXIS_SWAP:
             return
-        args = list(node.args)
-        new_axis = axis.with_changes(value=str(self._AXIS_SWAP[axis.evaluated_value]))
-        args[where] = args[where].with_changes(value=new_axis)
-        yield node.with_changes(args=args)
+        yield _with_arg_value(node, where, axis.with_changes(value=str(self._AXIS_SWAP[axis.evaluated_value])))
 
     @classmethod
     def examples(cls) -> list[Example]:
@@ -1215,6 +1214,78 @@ class BarrierRemoval(Operator):
                     pass  # sync
                     flag = gpu.barrier_count
                 """, header=_FLYDSL_HEADER),
+            ),
+        ]
+
+
+class AlignmentHint(Operator):
+    """A false alignment promise: the pointer of a `tl.load` / `tl.store` wrapped in
+    `tl.multiple_of(ptr, ...)`, 16 along one dimension. The interpreter ignores hints; the
+    GPU compiler vectorizes on them, so only a CUDA run with a misaligned input can kill one
+    that changed the code. The pointer's rank is not in the source: one replacement per rank
+    up to three, and those of the wrong rank do not compile (stillborn)."""
+
+    name = "alignment-hint"
+    kind = "gpu"
+    applies_to = (DEVICE,)
+    description = "promise 16-byte alignment: tl.load(p, ...) -> tl.load(tl.multiple_of(p, 16 | [16, 1] | [1, 16] | [1, 1, 16]), ...)"
+
+    # a scalar or a vector; a tile along either dimension; a tile of three dimensions
+    _BY_RANK: ClassVar[tuple[str, ...]] = ("16", "[16, 1]", "[1, 16]", "[1, 1, 16]")
+
+    def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        callee = _callee(node)
+        if callee is None or "." not in callee or callee.rsplit(".", 1)[1] not in ("load", "store"):
+            return
+        module = callee.rsplit(".", 1)[0]
+        index = next((i for i, arg in enumerate(node.args)
+                      if arg.keyword is not None and arg.keyword.value == "pointer"), None)
+        if index is None:
+            positional = _positional_args(node)
+            if not positional:
+                return
+            index = positional[0]
+        pointer = node.args[index].value
+        if _callee_leaf(pointer) in ("multiple_of", "max_contiguous"):
+            return
+        for divisibility in self._BY_RANK:
+            hinted = cst.parse_expression(f"{module}.multiple_of(_, {divisibility})")
+            yield _with_arg_value(node, index, _with_arg_value(hinted, 0, pointer))
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_kernel("""
+                    # rows may start anywhere
+                    x = tl.load(x_ptr + offs, mask=offs < n)
+                    tl.store(y_ptr + offs, x)
+                """),
+                after=_kernel("""
+                    # rows may start anywhere
+                    x = tl.load(tl.multiple_of(x_ptr + offs, 16), mask=offs < n)
+                    tl.store(y_ptr + offs, x)
+                """),
+            ),
+            Example(
+                before=_kernel("""
+                    x = tl.load(x_ptr + offs)
+                    tl.store(pointer=y_ptr + offs, value=x)  # out
+                """),
+                after=_kernel("""
+                    x = tl.load(x_ptr + offs)
+                    tl.store(pointer=tl.multiple_of(y_ptr + offs, 16), value=x)  # out
+                """),
+                occurrence=4,
+            ),
+            Example(
+                before=_kernel("""
+                    tile = tl.load(x_ptr + rows[:, None] * n + cols[None, :])
+                """),
+                after=_kernel("""
+                    tile = tl.load(tl.multiple_of(x_ptr + rows[:, None] * n + cols[None, :], [1, 16]))
+                """),
+                occurrence=2,
             ),
         ]
 
@@ -1671,6 +1742,7 @@ GPU_OPERATORS: tuple[type[Operator], ...] = (
     WhereCollapse,
     TileOffsetScale,
     BarrierRemoval,
+    AlignmentHint,
 )
 HOST_OPERATORS: tuple[type[Operator], ...] = (
     StrideFromShape,

@@ -1213,10 +1213,12 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
 
 
 def compile_grouped_order(cases) -> list[int]:
-    """Case indices, the cases that hold gigabytes first (the longest, so that they start
-    early, side by side), then the cases of each compiled kernel side by side (suite order
-    within)."""
-    return sorted(range(len(cases)), key=lambda i: (not _holds_gigabytes(cases[i]), cases[i].compile_key, i))
+    """Case indices, the cases of each compiled kernel side by side, the kernels with cases
+    that hold gigabytes first and those cases first within them (the longest, so that they
+    start early, side by side); suite order otherwise."""
+    heavy_kernels = {case.compile_key for case in cases if _holds_gigabytes(case)}
+    return sorted(range(len(cases)), key=lambda i: (cases[i].compile_key not in heavy_kernels, cases[i].compile_key,
+                                                    not _holds_gigabytes(cases[i]), i))
 
 
 def _holds_gigabytes(case) -> bool:

@@ -186,6 +186,11 @@ class Case:
     def min_pool_bytes(self) -> int:
         return {"compact": 0, "over-2gib": OVER_2GIB, "over-8gib": OVER_8GIB}.get(self.pool, self.pool)
 
+    @property
+    def holds_gigabytes(self) -> bool:
+        """Whether the case's key pool passes int32 byte offsets: gigabytes on a GPU."""
+        return self.min_pool_bytes() >= 2**31
+
     def as_dict(self) -> dict:
         return asdict(self)
 

@@ -32,6 +32,7 @@ KMUT_SUMMARY = pytest.StashKey[list]()
 KMUT_OPTIONS = ("kmut_mutants", "kmut_only", "kmut_fail_under")
 GIGABYTES_GROUP = "holds-gigabytes"
 GIGABYTES_GROUPS = 3  # about 10 GiB each: three side by side fit an 80 GB GPU beside the other workers
+HOLDS_GIGABYTES = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser):
@@ -106,7 +107,16 @@ def pytest_collection_modifyitems(items):
         if item.get_closest_marker("holds_gigabytes") or any(
                 getattr(value, "holds_gigabytes", False) is True for value in params.values()):
             item.add_marker(pytest.mark.xdist_group(f"{GIGABYTES_GROUP}-{dealt % GIGABYTES_GROUPS}"))
+            item.stash[HOLDS_GIGABYTES] = True
             dealt += 1
+
+
+def pytest_runtest_teardown(item):
+    """After a test that held gigabytes, the GPU memory torch's allocator keeps for reuse goes
+    back to the device: a worker that ran one would otherwise hold it for the rest of the
+    session, and a few such workers fill an 80 GB GPU."""
+    if item.stash.get(HOLDS_GIGABYTES, False) and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 @pytest.fixture(scope="session")

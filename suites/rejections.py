@@ -71,6 +71,10 @@ def _always(inputs: OpInputs) -> bool:
     return True
 
 
+# the words of an edit's name that say it builds gigabytes
+GIGABYTE_EDIT_MARKS = ("past-int32", "past-float32")
+
+
 @dataclass(frozen=True)
 class InputEdit:
     name: str
@@ -98,6 +102,12 @@ class InputEdit:
     # other arguments the error may name instead: where the edit makes two of them bad at once,
     # which the op checks first is its own choice
     also_named: tuple[str, ...] = ()
+
+    @property
+    def holds_gigabytes(self) -> bool:
+        """Whether its calls compute on buffers of gigabytes (sizes past int32, contexts past the
+        integers float32 holds): only the planned-only ones do not build them."""
+        return any(mark in self.name for mark in GIGABYTE_EDIT_MARKS) and not self.planned_only
 
 
 # -- building blocks of edits ----------------------------------------------------------------
@@ -1576,7 +1586,7 @@ class RejectionCase:
     def holds_gigabytes(self) -> bool:
         """Whether the call computes on buffers that reach int32 sizes: gigabytes on a GPU,
         and seconds to build and check, where other cases take milliseconds."""
-        return "past-int32" in self.edit and not self.planned_only
+        return EDITS[self.edit].holds_gigabytes and not self.planned_only
 
     @property
     def seed(self) -> int:

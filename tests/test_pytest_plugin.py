@@ -136,6 +136,10 @@ def test_the_tests_of_cases_that_hold_gigabytes_run_in_a_few_xdist_groups():
         def get_closest_marker(self, name):
             return self.marked if name == "holds_gigabytes" else None
 
+        @property
+        def stash(self):
+            return self.__dict__.setdefault("_stash", {})
+
         def add_marker(self, mark):
             self.marks.append(mark)
 
@@ -149,3 +153,29 @@ def test_the_tests_of_cases_that_hold_gigabytes_run_in_a_few_xdist_groups():
     assert grouped[1] == grouped[3] == []
     assert all(len(groups) == 1 and groups[0].startswith(GIGABYTES_GROUP) for groups in grouped[:1] + grouped[2:3] + grouped[4:])
     assert len({groups[0] for groups in grouped if groups}) == GIGABYTES_GROUPS
+    assert [bool(item.stash) for item in items] == [bool(groups) for groups in grouped]
+
+
+def test_the_logits_cases_of_pools_past_2_gib_and_the_edits_past_float32_hold_gigabytes():
+    from suites.cases import suite
+    from suites.rejections import EDITS
+
+    pools = [c for c in suite("curated") if c.pool != "compact"]
+    assert pools and all(c.holds_gigabytes for c in pools)
+    assert not any(c.holds_gigabytes for c in suite("curated") if c.pool == "compact")
+    float32 = [e for name, e in EDITS.items() if "past-float32" in name]
+    assert float32 and all(e.holds_gigabytes for e in float32)
+
+
+def test_a_test_that_held_gigabytes_gives_the_allocators_cached_memory_back(monkeypatch):
+    from types import SimpleNamespace
+
+    from suites import pytest_plugin
+
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    pytest_plugin.pytest_runtest_teardown(SimpleNamespace(stash={}))
+    assert emptied == []
+    pytest_plugin.pytest_runtest_teardown(SimpleNamespace(stash={pytest_plugin.HOLDS_GIGABYTES: True}))
+    assert emptied == [True]
