@@ -57,6 +57,7 @@ def _paged_mqa_logits_kernel(
     PRESHUFFLE: tl.constexpr,
     HAS_NEXT_N_LENS: tl.constexpr,
     NUM_STAGES: tl.constexpr,
+    DEPENDENT_LAUNCH: tl.constexpr,  # launched as a programmatic dependent launch (CUDA)
 ):
     tl.static_assert(SLOT_GROUP * HEADS >= 16)
     tl.static_assert(BLOCK_N >= 16)
@@ -70,6 +71,13 @@ def _paged_mqa_logits_kernel(
     TILE_IN_ONE_BLOCK: tl.constexpr = KV_BLOCK % BLOCK_N == 0
     # copies of a tile that fill the 64 rows of one warp-group MMA (see the dot below)
     TILE_REPEAT: tl.constexpr = max(64 // BLOCK_N, 1)
+
+    if DEPENDENT_LAUNCH:
+        # This grid may start while the stream's previous kernel still runs: wait for it, and
+        # for its writes, before the first memory access; the next kernel's programs may be
+        # scheduled as soon as every program here has started (they wait for this grid's end).
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
 
     pid_b = tl.program_id(0) // GROUPS
     first_slot = tl.program_id(0) % GROUPS * SLOT_GROUP
@@ -275,7 +283,9 @@ def plan_launch(
         PRESHUFFLE=preshuffle,
         HAS_NEXT_N_LENS=next_n_lens is not None,
         NUM_STAGES=tuning.num_stages,
+        DEPENDENT_LAUNCH=q.device.type == "cuda",
     )
-    options = dict(num_warps=tuning.num_warps)
+    # a dependent launch overlaps this kernel's start with the previous kernel's end
+    options = dict(num_warps=tuning.num_warps, launch_pdl=constexprs["DEPENDENT_LAUNCH"])
     groups = slot_groups(dims.next_n, tuning.slots_per_program)
     return Launch((dims.batch * groups, tuning.num_splits), args, constexprs, options, out)

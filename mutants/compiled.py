@@ -111,7 +111,10 @@ BEYOND_STEP_PER_COMPILER = 8
 KEY_FIELDS = (
     ("HEADS", "H"), ("HEAD_DIM", "D"), ("KV_BLOCK", "KVB"), ("PRESHUFFLE", None), ("BLOCK_N", "BN"),
     ("NEXT_N", "NN"), ("SLOT_GROUP", "G"), ("HAS_NEXT_N_LENS", "lens"), ("num_warps", "W"), ("NUM_STAGES", "S"),
+    ("DEPENDENT_LAUNCH", "pdl"),
 )
+# launch options a constexpr of the key already spells
+MIRRORED_OPTIONS = ("launch_pdl",)
 
 # torch dtype name -> Triton's type name for a pointer to it (what the JIT's specializer emits)
 POINTEE_TYPES = {
@@ -378,7 +381,7 @@ def not_specialized(fn) -> set[str]:
 
 
 def _target_key(constexprs: dict, options: dict, signature, attrs, ones, divisible) -> str:
-    named = {**constexprs, **options}
+    named = {**constexprs, **{name: value for name, value in options.items() if name not in MIRRORED_OPTIONS}}
     parts = []
     for name, short in KEY_FIELDS:
         if name not in named:

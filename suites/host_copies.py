@@ -26,14 +26,18 @@ class _CopiesInFlight(TorchDispatchMode):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         if func is torch.ops.aten._to_copy.default and kwargs.get("non_blocking"):
-            self._poison(result)
+            self._poison(result, args[0])
         elif func is torch.ops.aten.copy_.default and (kwargs.get("non_blocking") or (len(args) > 2 and args[2])):
-            self._poison(args[0])
+            self._poison(args[0], args[1])
         return result
 
-    def _poison(self, tensor: torch.Tensor) -> None:
+    def _poison(self, tensor: torch.Tensor, source: torch.Tensor) -> None:
         if tensor.device.type != "cpu" or tensor.numel() == 0:
             return
+        source_device = getattr(source, "device", None)
+        if source_device is not None and source_device.type == "cuda":
+            # the copy lands when its stream reaches it: poison after, or it overwrites the poison
+            torch.cuda.synchronize(source_device)
         if tensor.dtype.is_floating_point:
             tensor.fill_(float("nan"))
         elif tensor.dtype == torch.bool:

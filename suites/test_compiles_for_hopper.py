@@ -56,16 +56,52 @@ def compile_covering() -> None:
             print(json.dumps({"key": target.key, "shared": shared}), flush=True)
 
 
-def test_every_branch_the_suite_takes_compiles_for_sm90():
+def _offline(function: str, timeout: float) -> subprocess.CompletedProcess:
+    """``function`` of this module run in a process of its own with the interpreter off."""
     env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": project_first()}
-    run = subprocess.run([sys.executable, "-c", "from suites.test_compiles_for_hopper import compile_covering;"
-                          " compile_covering()"], capture_output=True, text=True, env=env, cwd=PROJECT_ROOT,
-                         timeout=1200)
+    run = subprocess.run([sys.executable, "-c", f"from suites.test_compiles_for_hopper import {function}; {function}()"],
+                         capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=timeout)
     assert run.returncode == 0, run.stderr[-2000:]
+    return run
+
+
+def test_every_branch_the_suite_takes_compiles_for_sm90():
+    run = _offline("compile_covering", timeout=1200)
     records = [json.loads(line) for line in run.stdout.splitlines()]
     failed = [r for r in records if "error" in r]
     assert records and not failed, f"{len(failed)} of {len(records)} configurations do not compile for sm_90:" \
                                    f" {failed[0]['key']}: {failed[0]['error']}" if failed else "nothing compiled"
+
+
+def compile_dependent_launch() -> None:
+    """Print, as JSON, where the PTX of the cheapest curated configuration, planned as a CUDA
+    launch plans it (a programmatic dependent launch), waits for the previous grid and where
+    it first touches global memory."""
+    import dataclasses
+
+    from triton.runtime.jit import JITFunction
+
+    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
+    from mutants.compiled import _compile, compile_targets, not_specialized
+    from suites.runnable import suite_cases
+
+    fn = kernel if type(kernel) is JITFunction else JITFunction(kernel.fn, do_not_specialize=sorted(not_specialized(kernel)))
+    target = covering(compile_targets(suite_cases("curated"), device="cpu"))[0]
+    on_cuda = dataclasses.replace(
+        target, constexprs=tuple((n, True if n == "DEPENDENT_LAUNCH" else v) for n, v in target.constexprs),
+        options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
+    lines = _compile(fn, on_cuda).asm["ptx"].splitlines()
+    first = {mark: next((i for i, line in enumerate(lines) if mark in line), None)
+             for mark in ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "ld.global", "cp.async", "st.global")}
+    print(json.dumps(first))
+
+
+def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory():
+    run = _offline("compile_dependent_launch", timeout=600)
+    first = json.loads(run.stdout.splitlines()[-1])
+    accesses = [first[mark] for mark in ("ld.global", "cp.async", "st.global") if first[mark] is not None]
+    assert first["griddepcontrol.wait"] is not None and first["griddepcontrol.launch_dependents"] is not None, first
+    assert accesses and first["griddepcontrol.wait"] < min(accesses), first
 
 
 def test_the_cover_holds_every_value_and_every_pair_of_flags():

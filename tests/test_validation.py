@@ -115,6 +115,22 @@ def test_a_copy_to_the_host_made_without_blocking_has_not_arrived():
     assert early.tolist() == host.tolist() == [torch.iinfo(torch.int64).min] * 2
 
 
+def test_a_copy_from_a_gpu_is_poisoned_only_once_it_has_landed(monkeypatch):
+    """A GPU's copy to the host lands when its stream reaches it: poisoned before, the landing
+    copy would overwrite the poison with the right values, and the check would pass by luck."""
+    from types import SimpleNamespace
+
+    from suites.host_copies import _CopiesInFlight
+
+    host = torch.tensor([40, 21])
+    seen_at_sync = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: seen_at_sync.append(host.tolist()))
+    _CopiesInFlight()._poison(host, SimpleNamespace(device=torch.device("cuda")))
+    assert seen_at_sync == [[40, 21]] and host.tolist() == [torch.iinfo(torch.int64).min] * 2
+    _CopiesInFlight()._poison(host, torch.tensor([1, 2]))  # from the host: nothing in flight
+    assert len(seen_at_sync) == 1
+
+
 def test_value_checks_that_read_a_copy_made_without_blocking_fail_the_accept_check(monkeypatch, device):
     """Every valid computed edit plans its call again with the copies to the host in flight:
     value checks reading lengths copied without blocking reject it there."""
