@@ -1270,13 +1270,19 @@ def compile_launch(launch):
     """The kernel of ``launch`` (a ``kernel.plan_launch`` result) compiled for sm_90 in this
     process, as the JIT compiles it at launch; under the interpreter too, whose kernel's
     function is compiled, not interpreted."""
+    return compile_target(target_of_launch(launch))
+
+
+def compile_target(target: CompileTarget):
+    """The op's kernel compiled for ``target`` (sm_90) in this process, as the JIT would;
+    under the interpreter too."""
     from triton.runtime.jit import JITFunction
 
     from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
 
     fn = kernel if type(kernel) is JITFunction else JITFunction(
         kernel.fn, do_not_specialize=sorted(not_specialized(kernel)))
-    return _compile(fn, target_of_launch(launch))
+    return _compile(fn, target)
 
 
 def _compile(fn, target: CompileTarget):

@@ -40,16 +40,12 @@ def covering(targets) -> list:
 def compile_covering() -> None:
     """Print one JSON line per compiled target. Run in a process of its own, with the
     interpreter off: the suites' probes patch what an in-process compile uses."""
-    from triton.runtime.jit import JITFunction
-
-    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
-    from mutants.compiled import _compile, compile_targets, not_specialized
+    from mutants.compiled import compile_target, compile_targets
     from suites.runnable import suite_cases
 
-    fn = kernel if type(kernel) is JITFunction else JITFunction(kernel.fn, do_not_specialize=sorted(not_specialized(kernel)))
     for target in covering(compile_targets(suite_cases("curated"), device="cpu")):
         try:
-            shared = _compile(fn, target).metadata.shared
+            shared = compile_target(target).metadata.shared
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
@@ -79,18 +75,14 @@ def compile_dependent_launch() -> None:
     it first touches global memory."""
     import dataclasses
 
-    from triton.runtime.jit import JITFunction
-
-    from kernel.paged_mqa_logits import _paged_mqa_logits_kernel as kernel
-    from mutants.compiled import _compile, compile_targets, not_specialized
+    from mutants.compiled import compile_target, compile_targets
     from suites.runnable import suite_cases
 
-    fn = kernel if type(kernel) is JITFunction else JITFunction(kernel.fn, do_not_specialize=sorted(not_specialized(kernel)))
     target = covering(compile_targets(suite_cases("curated"), device="cpu"))[0]
     on_cuda = dataclasses.replace(
         target, constexprs=tuple((n, True if n == "DEPENDENT_LAUNCH" else v) for n, v in target.constexprs),
         options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
-    lines = _compile(fn, on_cuda).asm["ptx"].splitlines()
+    lines = compile_target(on_cuda).asm["ptx"].splitlines()
     first = {mark: next((i for i, line in enumerate(lines) if mark in line), None)
              for mark in ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "ld.global", "cp.async", "st.global")}
     print(json.dumps(first))
