@@ -522,6 +522,14 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr("q_ptr + q_rows[:, None] * HEAD_DIM + offs_d[None, :]")),
     ),
     Bug(
+        name="q-rows-promised-16-byte-aligned",
+        description="the q load promises the compiler rows on 16-byte boundaries, to vectorize it: a q one"
+                    " byte into its buffer, a valid fp8 tensor, is read misaligned on a GPU",
+        exposed_by=Exposure("q one element into its buffer (an input edit)", _edit("q-one-element-into-its-buffer")),
+        site=_call("load") & m.Call(args=[m.Arg(m.Name("q_ptrs")), m.ZeroOrMore()]),
+        mutate=_with_arg(0, "tl.multiple_of(q_ptrs, [1, 16])"),
+    ),
+    Bug(
         name="live-rows-counted-within-the-group",
         description="the causal bound tests a row's slot within its group, not within the sequence, against"
                     " the live-row count: a group past the first that is partly live computes its dead rows",

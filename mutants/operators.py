@@ -1220,10 +1220,11 @@ class BarrierRemoval(Operator):
 
 class AlignmentHint(Operator):
     """A false alignment promise: the pointer of a `tl.load` / `tl.store` wrapped in
-    `tl.multiple_of(ptr, ...)`, 16 along one dimension. The interpreter ignores hints; the
-    GPU compiler vectorizes on them, so only a CUDA run with a misaligned input can kill one
-    that changed the code. The pointer's rank is not in the source: one replacement per rank
-    up to three, and those of the wrong rank do not compile (stillborn)."""
+    `tl.multiple_of(ptr, ...)`, 16 along one dimension. The GPU compiler vectorizes on hints,
+    so a CUDA run with a misaligned input kills one that changed the code; the interpreter
+    ignores them, and the suites' hint check there (`oracle/hint_guard.py`) kills one that a
+    case's addresses make false. The pointer's rank is not in the source: one replacement per
+    rank up to three, and those of the wrong rank do not compile (stillborn)."""
 
     name = "alignment-hint"
     kind = "gpu"

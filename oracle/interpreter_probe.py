@@ -10,6 +10,10 @@ and each observer sees:
   byte address of every lane (a flat ``uint64`` array), which lanes the mask lets through,
   and the width of one element in bytes;
 - ``dot(m, k, n)``: a ``tl.dot`` of an ``m x k`` and a ``k x n`` operand;
+- ``hint(kind, claims, values, element_bytes)``: a ``tl.multiple_of``, ``tl.max_contiguous``
+  or ``tl.max_constancy`` (``kind``) with one claim per dimension, made on an integer tensor
+  or a pointer's byte addresses (``values``, as numpy holds them; ``element_bytes`` is the
+  width of the pointer's element, None for integers);
 - ``runs_program(x, y, z)``: before each program, whether it should run; a program any
   observer declines is skipped, and every observer then hears ``program_skipped(x, y, z)``.
 
@@ -36,6 +40,9 @@ class Observer:
         pass
 
     def dot(self, m: int, k: int, n: int) -> None:
+        pass
+
+    def hint(self, kind: str, claims: list[int], values, element_bytes: int | None) -> None:
         pass
 
     def runs_program(self, x: int, y: int, z: int) -> bool:
@@ -72,6 +79,10 @@ def argument_spans(args: dict) -> list[tuple[int, int, str]]:
     return [(*view_extent(value), name) for name, value in args.items() if hasattr(value, "untyped_storage")]
 
 
+# the attribute each hint sets on a tensor in the interpreter, and the hint
+_HINTS = {"tt.divisibility": "multiple_of", "tt.contiguity": "max_contiguous", "tt.constancy": "max_constancy"}
+
+
 def _skip_program(**args) -> None:
     """A declined program: it reads and writes nothing."""
 
@@ -89,6 +100,7 @@ def _patch() -> None:
         load=builder.create_masked_load,
         store=builder.create_masked_store,
         dot=builder.create_dot,
+        set_attr=interpreter.TensorHandle.set_attr,
     )
     pending_args: dict = {}
     announced = [False]  # whether the launch under way announced itself (set its grid)
@@ -143,6 +155,14 @@ def _patch() -> None:
             observer.dot(m, k, n)
         return _originals["dot"](a, b, d, *args)
 
+    def set_attr(handle, key, value):
+        kind = _HINTS.get(key)
+        if kind is not None and (handle.dtype.is_ptr() or handle.dtype.is_int()):
+            width = interpreter._get_np_dtype(handle.get_element_ty()).itemsize if handle.dtype.is_ptr() else None
+            for observer in list(_observers):
+                observer.hint(kind, list(value), handle.data, width)
+        return _originals["set_attr"](handle, key, value)
+
     def call(self, *args, **kwargs):
         announced[0] = skipping[0] = False
         try:
@@ -163,6 +183,7 @@ def _patch() -> None:
     builder.create_masked_load = load
     builder.create_masked_store = store
     builder.create_dot = dot
+    interpreter.TensorHandle.set_attr = set_attr
 
 
 def _restore() -> None:
@@ -171,6 +192,7 @@ def _restore() -> None:
     builder = interpreter.interpreter_builder
     interpreter.GridExecutor._init_args_hst = _originals["init_args"]
     interpreter.GridExecutor.__call__ = _originals["call"]
+    interpreter.TensorHandle.set_attr = _originals["set_attr"]
     del interpreter.GridExecutor.fn
     for name in ("set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_dot"):
         del builder.__dict__[name]
