@@ -1230,6 +1230,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="table-checked-to-the-longest-from-64-sequences",
+        description="from 64 sequences on, validation checks every column up to the longest sequence's last"
+                    " block: a shorter sequence's unused entries, which may hold anything, are refused",
+        exposed_by=Exposure("a valid batch of many sequences of ragged contexts (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and case.edit == "unchanged"
+                            and case.base == "many-sequences" and case.validate),
+        site=_USED_COLUMNS,
+        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < ((lens.max() if dims.batch >= 64 else lens)"
+                                  "[..., None] + dims.kv_block - 1) // dims.kv_block"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="block-n-any-power-of-two",
         description="block_n checked as a power of two up to 128, no lower bound: 8 passes and fails in the kernel",
         exposed_by=Exposure("block_n = 8 (an input edit)", _edit("block_n-power-of-two-below")),

@@ -294,7 +294,8 @@ def wide_programs() -> list[Case]:
     """More than 256 query rows in one program, past one warp-group MMA's widest N: 512 heads
     of one slot (a head count the contract allows), and 128 heads in groups of four slots;
     1,024 heads, past what one program's registers hold; a query tile of 128 KiB (256 heads
-    of the widest head dim, 512); and the preshuffled layout at head dims 256 and 32. Head counts and head
+    of the widest head dim, 512); the preshuffled layout at head dims 256 and 32; and programs
+    of 256 rows in several slots on narrow tiles. Head counts and head
     dims past the axes' (narrow where they can be, to keep them cheap), so these are the
     curated cases beyond the declared values."""
     small = replace(BASE, heads=32, head_dim=64)
@@ -304,7 +305,27 @@ def wide_programs() -> list[Case]:
             replace(small, heads=1024, head_dim=32, next_n=1, context="short"),
             # the preshuffled layout's 16-channel chunks at head dims past the axes'
             replace(small, head_dim=256, preshuffle=True, kv_block=16, context="ragged", splits=3),
-            replace(small, head_dim=32, preshuffle=True, kv_block=48, block_n=16, context="ragged", splits=3)]
+            replace(small, head_dim=32, preshuffle=True, kv_block=48, block_n=16, context="ragged", splits=3),
+            # 256 query rows of several slots beside a narrow tile, whose tokens alone cannot
+            # fill the MMA's rows: a kernel that puts the query rows on the MMA's M side there
+            # must still sum each slot's own heads
+            replace(small, heads=64, next_n=4, slots_per_program=4, block_n=16, context="ragged", splits=3),
+            replace(small, heads=64, next_n=4, slots_per_program=4, block_n=32, next_n_lens="ragged", batch=3,
+                    context="ragged"),
+            replace(small, heads=128, head_dim=32, slots_per_program=2, block_n=16, context="ragged")]
+
+
+def contract_corners() -> list[Case]:
+    """The compile-time corners the contract allows past the axes' values: its widest head dim
+    (512, at the fewest heads the MMA takes, at one query row and at ragged live rows) and its
+    narrowest (32, at 1,024 heads of one row), on every layout of every way of gathering keys
+    (narrow tiles among them). A path a change opens only past some size (the channels split in two
+    for a wide head, the head sum cut for many heads) runs here, where the axes' cross would
+    never take it."""
+    wide = replace(BASE, heads=16, head_dim=512, context="ragged", splits=3, batch=3)
+    many = replace(BASE, heads=1024, head_dim=32, context="ragged", splits=3, next_n=1)  # (1,024 rows a program)
+    return [_on_gather_path(case, layout) for layouts in GATHER_PATHS.values() for layout in layouts
+            for case in (replace(wide, next_n=1), replace(wide, next_n=3, next_n_lens="ragged"), many)]
 
 
 def long_diagonals() -> list[Case]:
@@ -393,6 +414,7 @@ def curated() -> list[Case]:
     # several slot groups per sequence on the per-token gather (a block narrower than any tile)
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()
+    cases += contract_corners()
     cases += narrow_programs()
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]
@@ -426,7 +448,7 @@ def exhaustive() -> list[Case]:
     product = [c for c in cases if c.is_accepted() and not (c.next_n == 1 and c.next_n_lens == "ragged")]
     # and every curated case: the axes the product leaves out (knobs, table layouts, >2 GiB
     # pools) are covered where curated covers them, so the nightly sweep never tests less
-    return _unique(product + curated() + long_contexts())
+    return _unique(product + contract_corners() + curated() + long_contexts())
 
 
 def long_contexts() -> list[Case]:

@@ -67,6 +67,17 @@ class Call:
     columns: slice | None = None
 
 
+# from this many sequences on, the CPU interpreter computes a valid call for a few of them
+# (validation and planning still see every one)
+SAMPLED_BATCH = 64
+
+
+def _a_few_sequences(inputs: OpInputs) -> tuple[int, ...] | None:
+    """The first, a middle and the last sequence of a batch of many; None (all) for fewer."""
+    batch = inputs.q.shape[0]
+    return (0, batch // 2, batch - 1) if batch >= SAMPLED_BATCH else None
+
+
 def _always(inputs: OpInputs) -> bool:
     return True
 
@@ -978,8 +989,17 @@ def _by_name(edits: list[InputEdit]) -> dict[str, InputEdit]:
     return named
 
 
-EDITS: dict[str, InputEdit] = _by_name([
-    InputEdit("unchanged", "", None, lambda inputs: Call(inputs),
+def _also_on_many_sequences(edit: InputEdit) -> InputEdit:
+    """The unchanged call and every check of values also on a batch of many sequences: past any
+    batch size a change may start a path of its own at (the table checked another way from
+    so many sequences on)."""
+    if (edit.reads_values or edit.name == "unchanged") and not edit.holds_gigabytes:
+        return replace(edit, bases=(*edit.bases, "many-sequences"))
+    return edit
+
+
+EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit in [
+    InputEdit("unchanged", "", None, lambda inputs: Call(inputs, sequences=_a_few_sequences(inputs)),
               bases=("small", "small-preshuffle", "smallest", "small-d512")),
     *_per_tensor_edits(),
     # shapes: every checked dimension
@@ -1227,7 +1247,7 @@ EDITS: dict[str, InputEdit] = _by_name([
               _fewest_heads_in_groups_of(lambda narrowest: narrowest // 2), _narrowest_group_of_several_slots),
     InputEdit("slots_per_program-narrowest-mma", "", None, _fewest_heads_in_groups_of(lambda narrowest: narrowest),
               _narrowest_group_of_several_slots),
-])
+]])
 
 
 # -- running an edit ---------------------------------------------------------------------------
@@ -1486,7 +1506,8 @@ def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, ke
         bad.copy_(good)
     if not swapped:
         return
-    _call_quietly(op, edited, {**keywords, "out": None})
+    with _only_programs_of(Call(edited, sequences=_a_few_sequences(edited)), edited):
+        _call_quietly(op, edited, {**keywords, "out": None})
     for bad, values in swapped:
         bad.data.copy_(values)
 
@@ -1547,6 +1568,10 @@ BASES = {
     # the widest query rows the contract names (next_n 8, H 64, D 128): 64 KiB of q per sequence
     "wide-rows": dict(batch=2, next_n=8, heads=64, head_dim=128, kv_block=16, preshuffle=False, context_lens=[3, 40],
                       max_model_len=48, next_n_lens=[1, 8]),
+    # a batch past 1,024 sequences of ragged contexts (one to four blocks) and live rows
+    "many-sequences": dict(batch=1025, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                           context_lens=[2 + 7 * b % 59 for b in range(1025)], max_model_len=64,
+                           next_n_lens=[1 + b % 2 for b in range(1025)]),
     # every size at the least the contract allows: one sequence of one token, one block
     "smallest": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=1, preshuffle=False, context_lens=[1],
                      max_model_len=1, next_n_lens=[1], spare_blocks_per_row=0),

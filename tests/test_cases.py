@@ -11,8 +11,8 @@ import kernel
 from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
-from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, curated, long_diagonals,
-                          narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
+from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, contract_corners, curated,
+                          long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
 
@@ -68,9 +68,10 @@ def test_compile_keys_match_the_launches():
 def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
     wide programs' head counts and head dim, the long diagonals' next_n, the narrow
-    programs' head counts and batch, the wide blocks' sizes, and the head count and head dim
-    of the narrow tiles at one slot."""
-    beyond = wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
+    programs' head counts and batch, the wide blocks' sizes, the head count and head dim
+    of the narrow tiles at one slot, and the contract's corners."""
+    beyond = (wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
+              + contract_corners())
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
@@ -233,6 +234,9 @@ KERNEL_TRAITS = {
     "next_n_lens": lambda c, o: c["HAS_NEXT_N_LENS"],
     "tile in one block": lambda c, o: c["KV_BLOCK"] % c["BLOCK_N"] == 0,
     "more than 64 heads": lambda c, o: c["HEADS"] > 64,
+    # sizes past the axes' values, where a change may open a path of its own (the contract's corners)
+    "more than 256 heads": lambda c, o: c["HEADS"] > 256,
+    "head dim past 128": lambda c, o: c["HEAD_DIM"] > 128,
     "pipelined": lambda c, o: c["NUM_STAGES"] > 1,
     "8 warps": lambda c, o: o.get("num_warps") == 8,
 }
@@ -264,7 +268,8 @@ def test_a_pair_of_traits_curated_lacks_is_found():
     def target(block_n, slot_group):
         return SimpleNamespace(constexprs=(("BLOCK_N", block_n), ("SLOT_GROUP", slot_group), ("NEXT_N", 2),
                                            ("PRESHUFFLE", False), ("HAS_NEXT_N_LENS", False), ("KV_BLOCK", 64),
-                                           ("HEADS", 32), ("NUM_STAGES", 2)), options=(("num_warps", 4),))
+                                           ("HEADS", 32), ("HEAD_DIM", 64), ("NUM_STAGES", 2)),
+                               options=(("num_warps", 4),))
 
     both = _trait_pairs([target(16, 2), target(64, 1), target(16, 1)])
     apart = _trait_pairs([target(16, 2), target(64, 1)])
