@@ -218,6 +218,16 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_expr("(slot * HEAD_DIM)[None, :, None] + chunk_d")),
     ),
     Bug(
+        name="preshuffle-chunk-index-in-four-bits",
+        description="the preshuffled layout's 16-channel chunk index kept in four bits: past 256 channels (head"
+                    " dim 512) the upper chunks read the lower ones' bytes",
+        exposed_by=Exposure("layout: preshuffle at a head dim past 256",
+                            _logits(lambda c: c.preshuffle and c.head_dim > 256)),
+        site=m.BinaryOperation(left=m.BinaryOperation(left=m.Name("chunk_d"), operator=m.FloorDivide()),
+                               operator=m.Multiply(), right=m.Integer("256")),
+        mutate=lambda node: node.with_changes(left=_expr("(chunk_d // 16 % 16)")),
+    ),
+    Bug(
         name="causal-off-by-one",
         description="the causal mask hides the last visible position (< instead of <=)",
         exposed_by=Exposure("any context", _logits(lambda c: True)),
