@@ -1220,6 +1220,9 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # the grid's second axis on CUDA: one more split would not launch
     InputEdit("num_splits-past-the-grid", "num_splits", ValueError, _keywords(num_splits=GRID_Y_LIMIT + 1)),
     InputEdit("num_splits-at-the-grid-bound", "", None, _keywords(num_splits=GRID_Y_LIMIT), planned_only=True),
+    # accepted: a caller's splits over a table shorter than one tile (one token in one block),
+    # whatever the tile: a split count derived from the table's whole tiles would be 0 there
+    InputEdit("num_splits-over-a-table-under-one-tile", "", None, _keywords(num_splits=3), bases=("smallest",)),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
