@@ -1483,6 +1483,7 @@ def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: Op
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
     """Equal shapes and bytes: a NaN equals itself."""
     def dense_bytes(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.reshape(1) if tensor.dim() == 0 else tensor  # (a scalar's bytes have no dimension to view)
         if tensor.is_contiguous():
             try:
                 return tensor.view(torch.uint8)  # no copy: a 2 GiB q is compared where it lies

@@ -12,10 +12,11 @@ here records each call and answers with the float64 reference of what it was giv
 import pytest
 import torch
 
+from kernel import fp8_paged_mqa_logits
 from oracle import OpInputs, reference_logits
 from suites.cases import AXES, Case, suite
-from suites.check import SPARE_BLOCKS_PER_ROW, build_inputs, check_case
-from suites.rejections import same_bits
+from suites.check import SPARE_BLOCKS_PER_ROW, build_inputs, check_case, interpreter_checked
+from suites.rejections import EDITS, RejectionCase, check_rejection, rejection_cases, same_bits
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="runs the checker on the CPU")
 
@@ -130,3 +131,92 @@ def test_a_checker_that_drops_the_values_profile_fails_here(monkeypatch):
     monkeypatch.setattr(check, "build_inputs", lambda c: original(replace(c, values="random")))
     with pytest.raises(AssertionError, match="differs from what the case builds"):
         test_every_call_of_a_case_is_the_call_it_declares(case)
+
+
+# -- input edits ---------------------------------------------------------------------------
+
+# one in this many input edits (by the seed of its first case), each on its first base: enough
+# to see a runner that makes every edit lighter, cheap enough for every pull request
+EDIT_STRIDE = 4
+
+
+def _sampled_edit_cases() -> list[RejectionCase]:
+    first = {}
+    for case in rejection_cases():
+        if case.validate and not case.holds_gigabytes and not case.planned_only:
+            first.setdefault(case.edit, case)
+    return [case for case in first.values() if case.seed % EDIT_STRIDE == 0]
+
+
+EDIT_CASES = _sampled_edit_cases()
+ARGUMENTS = ("q", "kv_cache", "weights", "context_lens", "block_table", "max_model_len")
+
+
+class _RecordingOp:
+    """The op itself, recording (as copies) what each call was handed."""
+
+    def __init__(self):
+        self.calls: list[tuple[dict, dict]] = []
+
+    def __call__(self, *args, **keywords):
+        given = dict(zip(ARGUMENTS, map(_seen, args)))
+        self.calls.append((given, {name: _seen(value) for name, value in keywords.items()}))
+        return fp8_paged_mqa_logits(*args, **keywords)
+
+
+def _seen(value):
+    """A tensor's values as they are now, with its strides (a copy is dense); anything else as is."""
+    return (value.clone(), value.stride()) if isinstance(value, torch.Tensor) else value
+
+
+def _same(seen, theirs) -> bool:
+    if isinstance(theirs, torch.Tensor):
+        return (isinstance(seen, tuple) and seen[0].dtype == theirs.dtype and seen[1] == theirs.stride()
+                and same_bits(seen[0], theirs))
+    return type(seen) is type(theirs) and seen == theirs
+
+
+@pytest.mark.parametrize("edit_case", EDIT_CASES, ids=[c.id for c in EDIT_CASES])
+def test_an_input_edit_hands_the_op_the_edited_call(edit_case):
+    """Some call of the check is the edited call, bitwise: the tensors and every keyword (a
+    caller's ``out`` by its shape and dtype: the op may write into it)."""
+    op = _RecordingOp()
+    with interpreter_checked("cpu"):
+        check_rejection(edit_case, op)
+    call = EDITS[edit_case.edit].change(edit_case.base_inputs())  # the edit itself, not the runner's account of it
+    wanted = dict(zip(ARGUMENTS, call.inputs.op_args()))
+    keywords = {**call.inputs.op_kwargs(), **call.keywords}
+    out = keywords.pop("out", None)
+
+    def is_the_edited_call(given, passed):
+        return (all(_same(given.get(name), value) for name, value in wanted.items())
+                and all(_same(passed.get(name), value) for name, value in keywords.items())
+                and (out is None or (isinstance(passed.get("out"), tuple) and passed["out"][0].shape == out.shape
+                                     and passed["out"][0].dtype == out.dtype)))
+
+    assert any(is_the_edited_call(*call) for call in op.calls), \
+        f"none of the {len(op.calls)} call(s) of {edit_case.id} is the edited call"
+
+
+def test_the_sampled_edits_reject_and_accept():
+    verdicts = {case.rejects for case in EDIT_CASES}
+    assert verdicts == {True, False} and len(EDIT_CASES) >= 40
+
+
+def test_a_runner_that_hands_the_op_dense_copies_fails_here(monkeypatch):
+    """Dense copies of the edited tensors ("no strided tensors in the hot loop") keep every
+    accepted edit computing the right values, and lose the layouts the edits are about."""
+    import suites.rejections as rejections
+    from dataclasses import replace
+
+    original = rejections._edited
+
+    def dense(edit, inputs):
+        call, keywords = original(edit, inputs)
+        tensors = {name: tensor.contiguous() for name, tensor in call.inputs.tensors().items()}
+        return replace(call, inputs=replace(call.inputs, **tensors)), keywords
+
+    monkeypatch.setattr(rejections, "_edited", dense)
+    case = next(c for c in EDIT_CASES if c.edit == "block_table-rows-shared")
+    with pytest.raises(AssertionError, match="is the edited call"):
+        test_an_input_edit_hands_the_op_the_edited_call(case)
