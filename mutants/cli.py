@@ -160,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                           " allocation): an out-of-bounds access kills the mutant")
     run.add_argument("--interpreter-check", dest="interpreter_check", action="store_true",
                      help="on CUDA, re-run the survivors and timeouts on Triton's CPU interpreter, which bounds-checks"
-                          " every access and holds every launch's work to its model: a failing case kills the mutant")
+                          " every access, holds every compiler hint to its values and every launch's work to its"
+                          " model: a failing case kills the mutant")
     run.add_argument("--classify", dest="classify", choices=("before", "after", "never"), default=None,
                      help="when to classify device mutants by their compiled code: before running them (the default"
                           " on cuda, where a run compiles the kernels anyway), after, only the survivors (the default"
