@@ -5,6 +5,7 @@ from dataclasses import replace
 from mutants.mutant import Mutant, read_source
 from mutants.sets import select_mutants
 from mutants.report import Scored, location, minimize, mutation_testing_json, terminal_table
+from mutants.runner import SUITE_EQUAL
 from mutants.store import Result
 
 SOURCE_PATH = "kernel/paged_mqa_logits.py"
@@ -39,6 +40,19 @@ def test_score_excludes_classified_mutants_from_the_denominator():
     assert round(scored.score, 1) == 60.0
     assert not scored.complete
     assert scored.mutants_per_minute == 6.0
+
+
+def test_a_survivor_the_suite_cannot_reach_counts_against_the_score():
+    """A survivor whose code is the original's on every configuration the suite launches, and
+    differs (or may differ) elsewhere, is a bug the suite misses: the gap a score exists to
+    show. Leaving it out of the denominator, as if equivalent, would raise the score and pass
+    a --fail-under gate the suite fails."""
+    for detail in SUITE_EQUAL:
+        rows = [(_mutant("m1"), _result("m1", "killed", ["c0"])),
+                (_mutant("m2"), replace(_result("m2", "survived"), detail=f"{detail}: sass: differs at H16-D512"))]
+        scored = Scored("curated", "cpu", "first-kill", "catalog", rows, CASES, wall_seconds=1.0, processed=2)
+        assert (scored.scored_total, scored.score) == (2, 50.0), detail
+        assert "score: 50.0% (1 killed of 2" in terminal_table(scored)
 
 
 def test_minimize_keeps_the_fewest_cases_that_keep_every_kill():
