@@ -84,6 +84,8 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
             _mutant("segfaults", _launcher_prefixed("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")),
             _mutant("raises", _launcher_prefixed("raise RuntimeError('device lost')")),
             _mutant("does-not-parse", original.replace("def _paged_mqa_logits_kernel(", "def _paged_mqa_logits_kernel((")),
+            # host code that does not import: it never ran a case, so it is no kill
+            replace(_mutant("host-fails-at-import", original + "\nraise ImportError('no such name')\n"), side=HOST),
         ]
         assert len({m.source for m in mutants}) == len(mutants)
         results = {r.mutant_id: r for r in runner.run(mutants, matrix=False)}
@@ -97,6 +99,7 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
         "segfaults": "crashed",
         "raises": "killed",
         "does-not-parse": "stillborn",
+        "host-fails-at-import": "stillborn",
     }
     assert results["segfaults"].detail == f"{cases[0].id}: worker killed by SIGSEGV 3 times"
     assert "raised on valid inputs: RuntimeError: device lost" in results["raises"].detail
