@@ -1244,8 +1244,8 @@ CATALOG: tuple[Bug, ...] = (
         description="from 64 sequences on, validation checks every column up to the longest sequence's last"
                     " block: a shorter sequence's unused entries, which may hold anything, are refused",
         exposed_by=Exposure("a valid batch of many sequences of ragged contexts (an input edit)",
-                            lambda case: isinstance(case, RejectionCase) and case.edit == "unchanged"
-                            and case.base == "many-sequences" and case.validate),
+                            lambda case: _edit("unchanged")(case) and case.base == "many-sequences"
+                            and case.validate),
         site=_USED_COLUMNS,
         mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < ((lens.max() if dims.batch >= 64 else lens)"
                                   "[..., None] + dims.kv_block - 1) // dims.kv_block"),
