@@ -1348,6 +1348,19 @@ CATALOG: tuple[Bug, ...] = (
                                   " == (offs_r // HEADS)[None, :]).to(tl.float32)[None, :, :], axis=2)"),
     ),
     Bug(
+        name="head-sum-free-to-reorder",
+        description="the head sum's reshape lets the compiler reorder (can_reorder=True, \"the sum does not care"
+                    " about order\": fewer shuffles per tile on sm_90): the compiler relabels the MMA's registers,"
+                    " so each logit sums the heads of other tokens and slots; the interpreter keeps numpy's order",
+        exposed_by=Exposure("any context, on the CPU interpreter (which reorders what the compiler may)",
+                            _logits(lambda c: True)),
+        site=_call("reshape") & m.Call(args=[m.Arg(m.Name("scores")), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[*node.args, cst.Arg(
+            keyword=cst.Name("can_reorder"), value=cst.Name("True"),
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                  whitespace_after=cst.SimpleWhitespace("")))]),
+    ),
+    Bug(
         name="stage-fit-counts-one-slot",
         description="the default depth is fitted to shared memory with one next_n slot's query rows, not the"
                     " program's: a slot group of two at D=512 with block_n=128 keeps a depth that does not fit"

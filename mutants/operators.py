@@ -67,6 +67,7 @@ __all__ = [
     "FloorCeilDivision",
     "Operator",
     "ProgramIdAxis",
+    "ReorderLicense",
     "StrideFromShape",
     "StrideSwap",
     "TileOffsetScale",
@@ -1291,6 +1292,48 @@ class AlignmentHint(Operator):
         ]
 
 
+class ReorderLicense(Operator):
+    """An order given away: `tl.reshape(x, shape)` -> `tl.reshape(x, shape, can_reorder=True)`.
+    The GPU compiler then keeps the cheapest register layout and relabels the elements, which
+    is right only where the result feeds a reduction over all of them; the interpreter ignores
+    the flag, and the suites' reorder check there (`oracle/reorder_guard.py`) reorders, as a
+    compiler may, and kills one whose values depend on the order."""
+
+    name = "reorder-license"
+    kind = "gpu"
+    applies_to = (DEVICE,)
+    description = "let the compiler reorder a reshape: tl.reshape(x, shape) -> tl.reshape(x, shape, can_reorder=True)"
+
+    def replacements(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        callee = _callee(node)
+        if callee is None or callee.rsplit(".", 1)[-1] != "reshape" or _keyword_arg(node, "can_reorder") is not None:
+            return
+        if "." not in callee or len(_positional_args(node)) < 2:  # tl.reshape(x, shape); not a method's view
+            return
+        last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        licensed = cst.Arg(keyword=cst.Name("can_reorder"), value=cst.Name("True"),
+                           equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                 whitespace_after=cst.SimpleWhitespace("")))
+        yield node.with_changes(args=[*node.args[:-1], last, licensed])
+
+    @classmethod
+    def examples(cls) -> list[Example]:
+        return [
+            Example(
+                before=_kernel("""
+                    # one row per token, its heads along the last axis
+                    per_head = tl.reshape(scores, (BLOCK, HEADS))
+                    logits = tl.sum(per_head, axis=1)
+                """),
+                after=_kernel("""
+                    # one row per token, its heads along the last axis
+                    per_head = tl.reshape(scores, (BLOCK, HEADS), can_reorder=True)
+                    logits = tl.sum(per_head, axis=1)
+                """),
+            ),
+        ]
+
+
 # ---------------------------------------------------------------------------------------------
 # Host operators
 
@@ -1744,6 +1787,7 @@ GPU_OPERATORS: tuple[type[Operator], ...] = (
     TileOffsetScale,
     BarrierRemoval,
     AlignmentHint,
+    ReorderLicense,
 )
 HOST_OPERATORS: tuple[type[Operator], ...] = (
     StrideFromShape,

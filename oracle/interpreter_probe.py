@@ -14,6 +14,9 @@ and each observer sees:
   or ``tl.max_constancy`` (``kind``) with one claim per dimension, made on an integer tensor
   or a pointer's byte addresses (``values``, as numpy holds them; ``element_bytes`` is the
   width of the pointer's element, None for integers);
+- ``reorder(size)``: a ``tl.reshape(..., can_reorder=True)`` (``tl.view``) or a ``tl.cat``,
+  whose ``size`` elements the compiler may put in any order: a permutation of them to apply
+  (the first observer's that gives one), or None;
 - ``runs_program(x, y, z)``: before each program, whether it should run; a program any
   observer declines is skipped, and every observer then hears ``program_skipped(x, y, z)``.
 
@@ -44,6 +47,9 @@ class Observer:
 
     def hint(self, kind: str, claims: list[int], values, element_bytes: int | None) -> None:
         pass
+
+    def reorder(self, size: int):
+        return None
 
     def runs_program(self, x: int, y: int, z: int) -> bool:
         return True
@@ -101,6 +107,8 @@ def _patch() -> None:
         store=builder.create_masked_store,
         dot=builder.create_dot,
         set_attr=interpreter.TensorHandle.set_attr,
+        reshape=builder.create_reshape,
+        cat=builder.create_cat,
     )
     pending_args: dict = {}
     announced = [False]  # whether the launch under way announced itself (set its grid)
@@ -163,6 +171,21 @@ def _patch() -> None:
                 observer.hint(kind, list(value), handle.data, width)
         return _originals["set_attr"](handle, key, value)
 
+    def reordered(handle):
+        for observer in list(_observers):
+            permutation = observer.reorder(handle.data.size)
+            if permutation is not None:
+                flat = handle.data.reshape(-1)[permutation]
+                return interpreter.TensorHandle(flat.reshape(handle.data.shape), handle.dtype.scalar)
+        return handle
+
+    def reshape(arg, shape, allow_reorder):
+        result = _originals["reshape"](arg, shape, allow_reorder)
+        return reordered(result) if allow_reorder else result
+
+    def cat(lhs, rhs):  # reached only by tl.cat(..., can_reorder=True), on every Triton version
+        return reordered(_originals["cat"](lhs, rhs))
+
     def call(self, *args, **kwargs):
         announced[0] = skipping[0] = False
         try:
@@ -183,6 +206,8 @@ def _patch() -> None:
     builder.create_masked_load = load
     builder.create_masked_store = store
     builder.create_dot = dot
+    builder.create_reshape = reshape
+    builder.create_cat = cat
     interpreter.TensorHandle.set_attr = set_attr
 
 
@@ -194,6 +219,7 @@ def _restore() -> None:
     interpreter.GridExecutor.__call__ = _originals["call"]
     interpreter.TensorHandle.set_attr = _originals["set_attr"]
     del interpreter.GridExecutor.fn
-    for name in ("set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_dot"):
+    for name in ("set_grid_dim", "set_grid_idx", "create_masked_load", "create_masked_store", "create_dot",
+                 "create_reshape", "create_cat"):
         del builder.__dict__[name]
     _originals.clear()

@@ -29,6 +29,7 @@ from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.hint_guard import interpreter_hints_checked
 from oracle.memory_guard import interpreter_bounds_checked
+from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
 from suites.rejections import assert_owned, check_cuda_grid, launch_planner, same_bits
@@ -191,13 +192,15 @@ class WorkMismatch(AssertionError):
 @contextmanager
 def interpreter_checked(device: str | torch.device):
     """On the CPU interpreter, every access inside the block bounds checked, every compiler hint
-    held to the values it describes and, when the block ends without an error, every launch's
+    held to the values it describes, every reshape free to reorder reordered and, when the
+    block ends without an error, every launch's
     grid held to CUDA's limits and its work to the model (but a sampled launch's, some of whose
     programs were declined); elsewhere nothing."""
     if torch.device(device).type != "cpu":
         yield
         return
-    with interpreter_bounds_checked(), interpreter_hints_checked(), metered() as launches:
+    with interpreter_bounds_checked(), interpreter_hints_checked(), interpreter_reorders_taken(), \
+            metered() as launches:
         yield
     for number, launch in enumerate(launches, start=1):
         check_cuda_grid(launch.grid, f"launch {number} of {len(launches)}")

@@ -10,8 +10,11 @@ every specialization, and every pair of values of the boolean ones, shows it.
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
+
+import torch
 
 from kernel.python_path import PROJECT_ROOT, project_first
 
@@ -69,31 +72,61 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
                                    f" {failed[0]['key']}: {failed[0]['error']}" if failed else "nothing compiled"
 
 
-def compile_dependent_launch() -> None:
-    """Print, as JSON, where the PTX of the cheapest curated configuration, planned as a CUDA
-    launch plans it (a programmatic dependent launch), waits for the previous grid and where
-    it first touches global memory."""
-    import dataclasses
+# the PTX of a global memory access: a load, store, atomic, reduction or prefetch of the
+# global space in any of its forms (.volatile, .relaxed.gpu, .nc, vectors), or an async copy
+_GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
 
-    from mutants.compiled import compile_target, compile_targets
-    from suites.runnable import suite_cases
 
-    target = covering(compile_targets(suite_cases("curated"), device="cpu"))[0]
-    on_cuda = dataclasses.replace(
-        target, constexprs=tuple((n, True if n == "DEPENDENT_LAUNCH" else v) for n, v in target.constexprs),
-        options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
-    lines = compile_target(on_cuda).asm["ptx"].splitlines()
-    first = {mark: next((i for i, line in enumerate(lines) if mark in line), None)
-             for mark in ("griddepcontrol.wait", "griddepcontrol.launch_dependents", "ld.global", "cp.async", "st.global")}
-    print(json.dumps(first))
+def compile_dependent_launches() -> None:
+    """Print one JSON line per call of a small valid shape planned as on a GPU (fake CUDA
+    tensors; ``validate`` on, its value checks stubbed, since fake tensors hold no values, and
+    off): whether the launch is a programmatic dependent one, and where its PTX for sm_90 waits
+    for the previous grid, lets dependents start, and first touches global memory."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import kernel.paged_mqa_logits as launcher
+    import kernel.validation
+    from mutants.compiled import compile_target, target_of_launch
+
+    launcher.device_sms = lambda device: 132
+    kernel.validation._check_values = lambda *args, **kwargs: None
+    shapes = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
+                  weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32))
+    for validate in (True, False):
+        with FakeTensorMode():
+            t = {n: torch.empty(shape, dtype=dtype, device="cuda:0") for n, (shape, dtype) in shapes.items()}
+            launch = launcher.plan_launch(t["q"], t["kv_cache"], t["weights"], t["context_lens"], t["block_table"], 24,
+                                          validate=validate)
+        lines = compile_target(target_of_launch(launch)).asm["ptx"].splitlines()
+        first = {mark: next((i for i, line in enumerate(lines) if mark in line), None)
+                 for mark in ("griddepcontrol.wait", "griddepcontrol.launch_dependents")}
+        first["global access"] = next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)
+        print(json.dumps({"validate": validate, "launch_pdl": bool(launch.options.get("launch_pdl")), **first}))
 
 
 def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory():
-    run = _offline("compile_dependent_launch", timeout=600)
-    first = json.loads(run.stdout.splitlines()[-1])
-    accesses = [first[mark] for mark in ("ld.global", "cp.async", "st.global") if first[mark] is not None]
-    assert first["griddepcontrol.wait"] is not None and first["griddepcontrol.launch_dependents"] is not None, first
-    assert accesses and first["griddepcontrol.wait"] < min(accesses), first
+    """A launch the CUDA launcher makes a programmatic dependent launch may start while the
+    stream's previous kernel still runs: its kernel must wait for that grid before any global
+    memory access, and a launcher that pairs the launch with a kernel compiled without the wait
+    (for one value of ``validate``, say) lets it read inputs not yet written."""
+    run = _offline("compile_dependent_launches", timeout=600)
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r["validate"] for r in records] == [True, False], records
+    assert any(r["launch_pdl"] for r in records), f"no call was planned as a dependent launch: {records}"
+    for record in records:
+        if record["launch_pdl"]:
+            assert record["griddepcontrol.wait"] is not None and record["griddepcontrol.launch_dependents"] is not None, record
+            assert record["global access"] is not None and record["griddepcontrol.wait"] < record["global access"], record
+
+
+def test_every_form_of_a_global_access_is_seen():
+    for line in ("\tld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];", "\tld.volatile.global.b32 %r1, [%rd2];",
+                 "\tld.relaxed.gpu.global.b32 %r1, [%rd2];", "\t@%p1 st.global.b32 [%rd3], %r5;",
+                 "\tatom.global.add.u32 %r1, [%rd1], 1;", "\tcp.async.cg.shared.global [%r1], [%rd1], 16;",
+                 "\tprefetch.global.L2 [%rd1];", "\t@!%p2 ld.global.nc.b32 %r1, [%rd1];"):
+        assert _GLOBAL_ACCESS.match(line), line
+    for line in ("\tld.param.u64 %rd1, [kernel_param_0];", "\tld.shared.b32 %r1, [%r2];", ".global .align 1 .b8 x[1];"):
+        assert not _GLOBAL_ACCESS.match(line), line
 
 
 def test_the_cover_holds_every_value_and_every_pair_of_flags():

@@ -182,6 +182,8 @@ def test_every_tuning_a_targets_cases_pass_is_a_keyword_of_its_op(name):
     import importlib
     import inspect
 
+    if name == "gfx950":
+        pytest.importorskip("flydsl", reason="the gfx950 op's module imports flydsl (pip install flydsl)")
     target = cli.TARGETS[name]
     module, function = target.op.split(":")
     op = getattr(importlib.import_module(module), function)
