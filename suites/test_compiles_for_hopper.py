@@ -14,9 +14,12 @@ import re
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from kernel.python_path import PROJECT_ROOT, project_first
+
+pytestmark = pytest.mark.triton_version
 
 
 def covering(targets) -> list:

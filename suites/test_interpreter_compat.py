@@ -4,8 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from kernel import interpreter_incompatibility
 from kernel.python_path import PROJECT_ROOT, project_first
+
+pytestmark = pytest.mark.triton_version
 
 
 def test_triton_3_6_with_numpy_2_4_is_refused_in_one_line():

@@ -17,6 +17,8 @@ import pytest
 from kernel.tuning import shared_memory_bytes
 from kernel.python_path import PROJECT_ROOT, project_first
 
+pytestmark = pytest.mark.triton_version
+
 # what one block may take on sm_90 (the H100's and H200's opt-in maximum), as CUDA states it
 HOPPER_SHARED_MEMORY_BYTES = 227 * 1024
 HEAD_DIM = 512

@@ -19,6 +19,8 @@ import mutants.compiled as compiled
 from mutants.compiled import CompileTarget, classify, compile_source, compile_targets, specialize
 from suites.cases import Case, curated
 
+pytestmark = pytest.mark.triton_version
+
 KERNEL_SOURCE = (Path(__file__).resolve().parents[1] / "kernel" / "paged_mqa_logits.py").read_text()
 SMALL = Case(heads=32, head_dim=64)
 

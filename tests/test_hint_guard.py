@@ -9,7 +9,8 @@ import triton.language as tl
 
 from oracle.hint_guard import FalseHint, hint_violation, interpreter_hints_checked
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")
+pytestmark = [pytest.mark.triton_version,
+              pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")]
 
 
 @pytest.mark.parametrize("kind, claims, values, element_bytes", [

@@ -8,7 +8,8 @@ import triton.language as tl
 
 from oracle.memory_guard import OutOfBoundsAccess, interpreter_bounds_checked
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")
+pytestmark = [pytest.mark.triton_version,
+              pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")]
 
 
 @triton.jit

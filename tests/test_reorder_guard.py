@@ -11,7 +11,8 @@ import triton.language as tl
 from oracle.reorder_guard import interpreter_reorders_taken, license_permutation
 from suites.check import interpreter_checked
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")
+pytestmark = [pytest.mark.triton_version,
+              pytest.mark.skipif(torch.cuda.is_available(), reason="checks Triton's CPU interpreter")]
 
 
 @pytest.mark.parametrize("size", [2, 3, 64, 4096])

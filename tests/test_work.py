@@ -17,7 +17,8 @@ from oracle.work_meter import metered
 from suites.cases import Case
 from suites.check import WorkMismatch, build_inputs, check_case, interpreter_checked, measured_work
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="meters Triton's CPU interpreter")
+pytestmark = [pytest.mark.triton_version,
+              pytest.mark.skipif(torch.cuda.is_available(), reason="meters Triton's CPU interpreter")]
 
 
 @triton.jit
