@@ -21,6 +21,10 @@ from kernel.python_path import PROJECT_ROOT, project_first
 
 pytestmark = pytest.mark.triton_version
 
+# the PTX of a global memory access: a load, store, atomic, reduction or prefetch of the
+# global space in any of its forms (.volatile, .relaxed.gpu, .nc, vectors), or an async copy
+_GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
+
 
 def covering(targets) -> list:
     """The cheapest targets (by query rows times head dim times tile) that between them hold
@@ -45,17 +49,27 @@ def covering(targets) -> list:
 
 def compile_covering() -> None:
     """Print one JSON line per compiled target. Run in a process of its own, with the
-    interpreter off: the suites' probes patch what an in-process compile uses."""
+    interpreter off: the suites' probes patch what an in-process compile uses. Each target is
+    also compiled as a CUDA launch plans it, a programmatic dependent launch (the CPU plans
+    none): where its PTX first waits for the previous grid and first touches global memory."""
+    import dataclasses
+
     from mutants.compiled import compile_target, compile_targets
     from suites.runnable import suite_cases
 
     for target in covering(compile_targets(suite_cases("curated"), device="cpu")):
+        dependent = dataclasses.replace(
+            target, constexprs=tuple((n, True if n == "DEPENDENT_LAUNCH" else v) for n, v in target.constexprs),
+            options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
         try:
             shared = compile_target(target).metadata.shared
+            lines = compile_target(dependent).asm["ptx"].splitlines()
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
-            print(json.dumps({"key": target.key, "shared": shared}), flush=True)
+            wait = next((i for i, line in enumerate(lines) if "griddepcontrol.wait" in line), None)
+            access = next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)
+            print(json.dumps({"key": target.key, "shared": shared, "wait": wait, "access": access}), flush=True)
 
 
 def _offline(function: str, timeout: float) -> subprocess.CompletedProcess:
@@ -68,16 +82,18 @@ def _offline(function: str, timeout: float) -> subprocess.CompletedProcess:
 
 
 def test_every_branch_the_suite_takes_compiles_for_sm90():
+    """Every configuration of the cover compiles; launched as a dependent launch, as on a GPU,
+    each waits for the previous grid before its first global access (a wait that one branch
+    skips, or that comes after a prefetch of the block table, shows only where that branch is
+    compiled)."""
     run = _offline("compile_covering", timeout=1200)
     records = [json.loads(line) for line in run.stdout.splitlines()]
     failed = [r for r in records if "error" in r]
     assert records and not failed, f"{len(failed)} of {len(records)} configurations do not compile for sm_90:" \
                                    f" {failed[0]['key']}: {failed[0]['error']}" if failed else "nothing compiled"
-
-
-# the PTX of a global memory access: a load, store, atomic, reduction or prefetch of the
-# global space in any of its forms (.volatile, .relaxed.gpu, .nc, vectors), or an async copy
-_GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
+    unwaited = [r["key"] for r in records if r["wait"] is None or r["access"] is None or r["wait"] > r["access"]]
+    assert not unwaited, f"{len(unwaited)} of {len(records)} configurations, launched as dependent launches, touch" \
+                         f" global memory before they wait for the previous grid (or never wait): {unwaited[0]}"
 
 
 def compile_dependent_launches() -> None:
