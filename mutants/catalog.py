@@ -17,6 +17,7 @@ import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusivePositionProvider
 
 from kernel.tuning import MIN_TILES_PER_PROGRAM
+from mutants.cst_helpers import _with_keyword_arg
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
 from mutants.walk import DEVICE, HOST, Scope, ScopeTracker
 from mutants.target import TRITON_TARGET, Target
@@ -667,10 +668,7 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("weights as a column slice of a wider tensor (an input edit)",
                             _edit("weights-padded-rows")),
         site=m.Call(func=m.Name("_check_tensor"), args=[m.Arg(m.SimpleString('"weights"')), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(args=[*node.args, cst.Arg(
-            cst.Name("True"), keyword=cst.Name("rows_may_stride"),
-            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                  whitespace_after=cst.SimpleWhitespace("")))]),
+        mutate=lambda node: _with_keyword_arg(node, "rows_may_stride", cst.Name("True")),
         path=VALIDATION,
         side=HOST,
     ),
@@ -1355,10 +1353,7 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("any context, on the CPU interpreter (which reorders what the compiler may)",
                             _logits(lambda c: True)),
         site=_call("reshape") & m.Call(args=[m.Arg(m.Name("scores")), m.ZeroOrMore()]),
-        mutate=lambda node: node.with_changes(args=[*node.args, cst.Arg(
-            keyword=cst.Name("can_reorder"), value=cst.Name("True"),
-            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                  whitespace_after=cst.SimpleWhitespace("")))]),
+        mutate=lambda node: _with_keyword_arg(node, "can_reorder", cst.Name("True")),
     ),
     Bug(
         name="stage-fit-counts-one-slot",

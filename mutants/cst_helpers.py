@@ -43,6 +43,12 @@ def _keyword_arg(call: cst.Call, keyword: str) -> int | None:
     return None
 
 
+def _with_keyword_arg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """`call` with `keyword=value` passed last, spelled without spaces around `=`."""
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*call.args, cst.Arg(value, keyword=cst.Name(keyword), equal=tight)])
+
+
 def _with_arg_value(call: cst.Call, index: int, value: cst.BaseExpression) -> cst.Call:
     """`call` with the value of its argument number `index` replaced, keyword and spacing kept."""
     args = list(call.args)

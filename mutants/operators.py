@@ -36,6 +36,7 @@ from mutants.cst_helpers import (
     _same_spacing,
     _with_binary_operator,
     _with_arg_value,
+    _with_keyword_arg,
     _with_boolean_operator,
     _without_parens,
 )
@@ -1310,11 +1311,7 @@ class ReorderLicense(Operator):
             return
         if "." not in callee or len(_positional_args(node)) < 2:  # tl.reshape(x, shape); not a method's view
             return
-        last = node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        licensed = cst.Arg(keyword=cst.Name("can_reorder"), value=cst.Name("True"),
-                           equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                                                 whitespace_after=cst.SimpleWhitespace("")))
-        yield node.with_changes(args=[*node.args[:-1], last, licensed])
+        yield _with_keyword_arg(node, "can_reorder", cst.Name("True"))
 
     @classmethod
     def examples(cls) -> list[Example]:

@@ -26,6 +26,15 @@ pytestmark = pytest.mark.triton_version
 _GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
 
 
+def ptx_order(ptx: str) -> dict:
+    """The first line of PTX that waits for the previous grid, that lets dependents start, and
+    that touches global memory (None where there is none)."""
+    lines = ptx.splitlines()
+    first = {mark: next((i for i, line in enumerate(lines) if f"griddepcontrol.{mark}" in line), None)
+             for mark in ("wait", "launch_dependents")}
+    return {**first, "access": next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)}
+
+
 def covering(targets) -> list:
     """The cheapest targets (by query rows times head dim times tile) that between them hold
     every (name, value) of every constexpr and option, and every pair of boolean constexprs'
@@ -63,13 +72,11 @@ def compile_covering() -> None:
             options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
         try:
             shared = compile_target(target).metadata.shared
-            lines = compile_target(dependent).asm["ptx"].splitlines()
+            order = ptx_order(compile_target(dependent).asm["ptx"])
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
-            wait = next((i for i, line in enumerate(lines) if "griddepcontrol.wait" in line), None)
-            access = next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)
-            print(json.dumps({"key": target.key, "shared": shared, "wait": wait, "access": access}), flush=True)
+            print(json.dumps({"key": target.key, "shared": shared, **order}), flush=True)
 
 
 def _offline(function: str, timeout: float) -> subprocess.CompletedProcess:
@@ -116,11 +123,8 @@ def compile_dependent_launches() -> None:
             t = {n: torch.empty(shape, dtype=dtype, device="cuda:0") for n, (shape, dtype) in shapes.items()}
             launch = launcher.plan_launch(t["q"], t["kv_cache"], t["weights"], t["context_lens"], t["block_table"], 24,
                                           validate=validate)
-        lines = compile_target(target_of_launch(launch)).asm["ptx"].splitlines()
-        first = {mark: next((i for i, line in enumerate(lines) if mark in line), None)
-                 for mark in ("griddepcontrol.wait", "griddepcontrol.launch_dependents")}
-        first["global access"] = next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)
-        print(json.dumps({"validate": validate, "launch_pdl": bool(launch.options.get("launch_pdl")), **first}))
+        order = ptx_order(compile_target(target_of_launch(launch)).asm["ptx"])
+        print(json.dumps({"validate": validate, "launch_pdl": bool(launch.options.get("launch_pdl")), **order}))
 
 
 def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory():
@@ -134,8 +138,8 @@ def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory()
     assert any(r["launch_pdl"] for r in records), f"no call was planned as a dependent launch: {records}"
     for record in records:
         if record["launch_pdl"]:
-            assert record["griddepcontrol.wait"] is not None and record["griddepcontrol.launch_dependents"] is not None, record
-            assert record["global access"] is not None and record["griddepcontrol.wait"] < record["global access"], record
+            assert record["wait"] is not None and record["launch_dependents"] is not None, record
+            assert record["access"] is not None and record["wait"] < record["access"], record
 
 
 def test_every_form_of_a_global_access_is_seen():

@@ -1,6 +1,8 @@
 """A reshape or concatenation free to reorder is reordered on the CPU interpreter, as a GPU
 compiler may reorder it."""
 
+import contextlib
+
 import kernel  # noqa: F401  (selects the interpreter on a machine without CUDA)
 import numpy as np
 import pytest
@@ -45,17 +47,9 @@ def _row_sums_kernel(x_ptr, out_ptr, HOW: tl.constexpr, ROWS: tl.constexpr, COLS
 def _run(how: int, guarded: bool) -> torch.Tensor:
     x = torch.arange(64, dtype=torch.float32) ** 2
     out = torch.full((16,), float("nan"))
-    with interpreter_reorders_taken() if guarded else _nothing():
+    with interpreter_reorders_taken() if guarded else contextlib.nullcontext():
         _row_sums_kernel[(1,)](x, out, HOW=how, ROWS=8, COLS=8)
     return out
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _row_sums() -> torch.Tensor:
@@ -109,8 +103,6 @@ def _op_with_a_reorderable_head_sum(folder):
 def test_the_suites_check_fails_a_head_sum_free_to_reorder(tmp_path, monkeypatch):
     """``check_case``, which every logits case runs, fails the kernel whose head sum may be
     reordered; with the reordering left out of its checks, it passes it."""
-    import contextlib
-
     import suites.check
     from suites.cases import curated
 
