@@ -5,10 +5,10 @@ needed) for every compile-time configuration the suite launches, and its machine
 compared with the original's (Papadakis et al., ICSE 2015). A mutant is
 
 - stillborn: a configuration does not compile, or the compiler process dies. Where other
-  configurations compiled before it, the runner lets the cases decide instead: a kernel that
-  compiles on one configuration of the suite and not on another is killed by the suite that
-  runs both. A source that fails on the first configuration compiled stays stillborn here,
-  untried on the rest;
+  configurations compiled before it, or, for a source that failed on the first one, where
+  the front end lowers it on another (a fraction of a compile per configuration, up to the
+  first it lowers), the runner lets the cases decide instead: a kernel that compiles on one
+  configuration of the suite and not on another is killed by the suite that runs both;
 - equivalent: every configuration gives the original's code;
 - duplicate: every configuration gives the code of an earlier, classifiable mutant;
 - unreached: every configuration the suite launches gives the original's code, and some
@@ -77,7 +77,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -146,6 +146,9 @@ class Backend:
     # (module, target, workdir, probe_lowered=...) -> sha256 of the normalized artifact;
     # probe_lowered: the source matched the original on the targets before, a deeper memo may pay
     digest: Callable[..., str]
+    # (module, target): raises where the front end cannot lower the source for the target (a
+    # fraction of a compile); None: the backend has no separate front end
+    front: Callable[..., None] | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,8 @@ class Verdict:
     matched: tuple[str, ...] = ()
     # stillborn: the target that did not compile
     failed_at: str = ""
+    # stillborn at the first target compiled: a later target whose front end lowers it ("" if none)
+    lowers_at: str = ""
 
 
 def triton_cache(cache_dir: Path | None) -> Path | None:
@@ -223,7 +228,7 @@ def case_targets(cases, *, device: str | None = None, every_launch: bool = True,
             known = kept.get(signature) if kept is not None else None
             if known is None:
                 calls = launches(case, device)[:None if every_launch else 1]
-                known = [target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords))
+                known = [target_of_launch(as_launched_on_cuda(kernel.plan_launch(*inputs.op_args(), **keywords)))
                          for inputs, keywords in calls]
             _PLANNED[key] = known
         if kept is not None:
@@ -256,7 +261,7 @@ class _KeptPlans:
         else:
             where = device
         version = importlib.metadata.version("triton")
-        name = hashlib.sha256(f"{source_digest()}\0{where}\0{version}\0{every_launch}".encode()).hexdigest()[:24]
+        name = hashlib.sha256(f"{source_digest()}\0{where}\0{version}\0{every_launch}\0{PLANNING}".encode()).hexdigest()[:24]
         self.path = Path(cache_dir) / f"plans-{name}.json"
         self.plans = json.loads(self.path.read_text()) if self.path.exists() else {}
         self.added = False
@@ -296,7 +301,7 @@ def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[Comp
 
     ids = "\n".join(sorted(c.id for c in cases))
     version = importlib.metadata.version("triton")
-    name = hashlib.sha256(f"{source_digest()}\0{device}\0{version}\0{ids}".encode()).hexdigest()[:24]
+    name = hashlib.sha256(f"{source_digest()}\0{device}\0{version}\0{ids}\0{PLANNING}".encode()).hexdigest()[:24]
     path = None if cache_dir is None else Path(cache_dir) / f"targets-{name}.json"
     if path is not None and path.exists():
         return [_target_from_json(t) for t in json.loads(path.read_text())]
@@ -304,6 +309,23 @@ def declared_targets(cases, *, device: str, cache_dir: Path | None) -> list[Comp
     if path is not None:
         _write_json(path, [asdict(t) for t in targets])
     return targets
+
+
+# What the launcher sets on a CUDA device and not on the CPU, where the interpreter runs the
+# kernel: every GPU caller's launch is a programmatic dependent launch, so compiled code is
+# judged on that one (a kernel without its wait for the previous grid compiles to the
+# original's code wherever the flag is off).
+CUDA_LAUNCH_SETTINGS = {"DEPENDENT_LAUNCH": True, "launch_pdl": True}
+# in the names of the kept plans and declared spaces: plans kept under another way of planning
+# are not read
+PLANNING = f"as on cuda: {sorted(CUDA_LAUNCH_SETTINGS.items())}"
+
+
+def as_launched_on_cuda(launch):
+    """``launch`` (planned on any device) with the settings a CUDA launch of it has."""
+    return replace(
+        launch, constexprs={**launch.constexprs, **{n: v for n, v in CUDA_LAUNCH_SETTINGS.items() if n in launch.constexprs}},
+        options={**launch.options, **{n: v for n, v in CUDA_LAUNCH_SETTINGS.items() if n in launch.options}})
 
 
 def target_of_launch(launch) -> CompileTarget:
@@ -577,13 +599,15 @@ class _Compiler:
         self._discard()
 
     def compile(self, source: str, targets: list[CompileTarget], timeout: float,
-                stop_unless: list[str] | None = None) -> list[tuple[Compiled, bool]]:
+                stop_unless: list[str] | None = None, front_only: bool = False) -> list[tuple[Compiled, bool]]:
         """(outcome, durable) per target compiled, in order. With ``stop_unless`` (a digest
         per target) the compile stops after the first target that fails or differs from it;
-        a death or a timeout also ends the list early."""
+        with ``front_only`` only the backend's front end runs, up to the first target it lowers
+        (an ok outcome without a digest); a death or a timeout also ends the list early."""
         if self.process is None:
             self._start()
-        request = {"source": source, "targets": [asdict(t) for t in targets], "stop_unless": stop_unless}
+        request = {"source": source, "targets": [asdict(t) for t in targets], "stop_unless": stop_unless,
+                   "front_only": front_only}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
             self.process.stdin.flush()
@@ -723,6 +747,21 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
     for mutant_id, source in mutants.items():
         by_source.setdefault(source, []).append(mutant_id)
 
+    lowers_at: dict[str, str] = {}
+
+    def probed(verdict: Verdict, source: str) -> Verdict:
+        """A source that did not compile on the first target it was compiled for was tried on
+        no other: where the backend's front end lowers it on one (a source that compiles on one
+        configuration and not on another is a kill for the cases, not stillborn)."""
+        if verdict.kind != "stillborn" or verdict.matched or compilers.backend.front is None:
+            return verdict
+        if source not in lowers_at:
+            rest = [t for t in targets if t.key != verdict.failed_at]
+            with compilers.lend() as compiler:
+                tried = compiler.compile(source, rest, timeout, front_only=True) if rest else []
+            lowers_at[source] = next((c.target for c, _ in tried if c.ok), "")
+        return replace(verdict, lowers_at=lowers_at[source])
+
     def until_different(source: str, reference: list[str], start: int = 0) -> list[Compiled]:
         with compilers.lend() as compiler:
             return _compile_until_different(compiler, source, targets[start:start + len(reference)], reference,
@@ -776,8 +815,8 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                 finished.append(source)
                 if on_settled is not None:
                     for mutant_id in by_source[source]:
-                        own = _verdict(outcomes[source], original_code, {}, mutant_id, compilers.backend.artifact,
-                                       len(targets))
+                        own = probed(_verdict(outcomes[source], original_code, {}, mutant_id,
+                                              compilers.backend.artifact, len(targets)), source)
                         if own.kind in ("stillborn", "equivalent"):  # no other mutant's code changes these
                             on_settled(mutant_id, own)
                 if progress is not None:  # a source whose code another's matches is not done: the duplicate check
@@ -814,8 +853,8 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
 
     first_with_code: dict[tuple, str] = {}
     verdicts = {
-        mutant_id: _verdict(outcomes[source], original_code, first_with_code, mutant_id, compilers.backend.artifact,
-                            len(targets))
+        mutant_id: probed(_verdict(outcomes[source], original_code, first_with_code, mutant_id,
+                                   compilers.backend.artifact, len(targets)), source)
         for mutant_id, source in mutants.items()
     }
     candidates = [mutant_id for mutant_id, verdict in verdicts.items() if verdict.kind == "equivalent"]
@@ -1069,6 +1108,7 @@ def _serve(backend: Backend) -> None:
             request = json.loads(line)
             targets = [_target_from_json(t) for t in request["targets"]]
             stop_unless = request.get("stop_unless")
+            front_only = request.get("front_only", False)
             try:
                 module = _import_source(request["source"], Path(workdir))
                 load_error = ""
@@ -1079,14 +1119,20 @@ def _serve(backend: Backend) -> None:
                     outcome = Compiled(target.key, False, "", load_error)
                 else:
                     try:
-                        # a source that matched the original so far: worth the deeper memo probe
-                        likely_same = stop_unless is not None and index > 0
-                        outcome = Compiled(target.key, True,
-                                           backend.digest(module, target, workdir, probe_lowered=likely_same), "")
+                        if front_only:
+                            backend.front(module, target)
+                            outcome = Compiled(target.key, True, "", "")
+                        else:
+                            # a source that matched the original so far: worth the deeper memo probe
+                            likely_same = stop_unless is not None and index > 0
+                            outcome = Compiled(target.key, True,
+                                               backend.digest(module, target, workdir, probe_lowered=likely_same), "")
                     except Exception as error:
                         outcome = Compiled(target.key, False, "", _summarize(error, workdir))
                 protocol.write(json.dumps(asdict(outcome)) + "\n")
                 protocol.flush()
+                if front_only and outcome.ok:
+                    break
                 if stop_unless is not None and (not outcome.ok or outcome.digest != stop_unless[index]):
                     break
             protocol.write(json.dumps({"end": True}) + "\n")
@@ -1114,14 +1160,15 @@ def _import_source(source: str, workdir: Path):
     return module
 
 
-def _compile_digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool = False) -> str:
-    """The digest of the normalized SASS of ``module``'s kernel(s) for ``target``: from the
-    memo when an earlier source lowered to the same IR, else compiled (and memoized).
+def _front_end(module, target: CompileTarget) -> None:
+    """Triton's front end and IR stage for ``module``'s kernel(s) on ``target``: raises where
+    they cannot lower it."""
+    for fn in _kernels_for(module, target):
+        _Lowering(fn, target)
 
-    The memo is looked up by the IR after Triton's IR stage, which costs a fraction of a
-    compile; with ``probe_lowered`` (a source that matched the original on the targets
-    before this one, so likely equal here too) also by the LLVM IR, which costs about half a
-    compile and catches sources whose difference the GPU IR passes and LLVM remove."""
+
+def _kernels_for(module, target: CompileTarget) -> list:
+    """``module``'s own @triton.jit kernels whose parameters are ``target``'s, by name."""
     from triton.runtime.jit import JITFunction
 
     wanted = {name for name, _ in target.signature} | {name for name, _ in target.constexprs}
@@ -1133,6 +1180,18 @@ def _compile_digest(module, target: CompileTarget, workdir: str, *, probe_lowere
     )
     if not kernels:
         raise LookupError(f"no @triton.jit kernel with parameters {sorted(wanted)}")
+    return kernels
+
+
+def _compile_digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool = False) -> str:
+    """The digest of the normalized SASS of ``module``'s kernel(s) for ``target``: from the
+    memo when an earlier source lowered to the same IR, else compiled (and memoized).
+
+    The memo is looked up by the IR after Triton's IR stage, which costs a fraction of a
+    compile; with ``probe_lowered`` (a source that matched the original on the targets
+    before this one, so likely equal here too) also by the LLVM IR, which costs about half a
+    compile and catches sources whose difference the GPU IR passes and LLVM remove."""
+    kernels = _kernels_for(module, target)
     memo = _Memo.open(kernels, target, module.__name__)
     if memo is not None:
         found = memo.front_digest() or (memo.lowered_digest() if probe_lowered else None)
@@ -1382,7 +1441,7 @@ def _prepare_triton(workdir: str) -> None:
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(workdir, "triton-cache"))
 
 
-TRITON = Backend("mutants.compiled:TRITON", "sass", "triton", _prepare_triton, _compile_digest)
+TRITON = Backend("mutants.compiled:TRITON", "sass", "triton", _prepare_triton, _compile_digest, _front_end)
 
 
 def _backend(locator: str) -> Backend:

@@ -501,8 +501,10 @@ class Runner:
     def _record(self, mutant: Mutant, verdict, beyond: bool) -> bool:
         """Store what ``verdict`` decides of ``mutant``; False when its cases decide. Without
         ``beyond``, code equal to the original's on the suite is a survivor pending the proof."""
-        if verdict.kind == STILLBORN and verdict.matched and self.executes:
-            # it compiled on other configurations: its cases decide, starting where it did not
+        if verdict.kind == STILLBORN and self.executes and (verdict.matched or verdict.lowers_at):
+            # it compiled, or lowers, on other configurations: its cases decide, starting where
+            # it did not (a kernel that compiles on one configuration of the suite and not on
+            # another is killed by the suite that runs both)
             self.differs_at[mutant.id] = verdict.failed_at
             return False
         if verdict.kind == EQUIVALENT and not beyond:

@@ -328,6 +328,17 @@ def contract_corners() -> list[Case]:
             for case in (replace(wide, next_n=1), replace(wide, next_n=3, next_n_lens="ragged"), many)]
 
 
+def knobs_past_the_axes() -> list[Case]:
+    """Tuning values the launcher accepts from a caller and the axes do not hold: 16 warps
+    (a 128-token tile at two slots a program, the only place they are allowed) and 2, 4 and 8
+    pipeline stages, on both layouts. The knobs never change a value, so on the CPU these run
+    as any case does; on a GPU, and to the classifier of compiled code, each is a kernel of
+    its own that no other case compiles."""
+    small = replace(BASE, heads=32, head_dim=64, context="ragged", splits=3, batch=3)
+    return ([replace(small, num_warps=16, block_n=128, next_n=next_n) for next_n in (2, 3)]
+            + _cross(small, num_stages=(2, 4, 8), preshuffle=(False, True)))
+
+
 def long_diagonals() -> list[Case]:
     """More next_n rows than a key tile has tokens (next_n 20, 17 and 32 at 16-token tiles):
     the causal diagonal then crosses more than one tile edge, and a row's last visible
@@ -415,6 +426,7 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
     cases += long_diagonals()
     cases += contract_corners()
+    cases += knobs_past_the_axes()
     cases += narrow_programs()
     cases += [_on_gather_path(replace(small, table=table), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts for table in VALUES["table"]]

@@ -92,7 +92,7 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
     """Every configuration of the cover compiles; launched as a dependent launch, as on a GPU,
     each waits for the previous grid before its first global access (a wait that one branch
     skips, or that comes after a prefetch of the block table, shows only where that branch is
-    compiled)."""
+    compiled), and lets the next grid start before it too."""
     run = _offline("compile_covering", timeout=1200)
     records = [json.loads(line) for line in run.stdout.splitlines()]
     failed = [r for r in records if "error" in r]
@@ -101,6 +101,9 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
     unwaited = [r["key"] for r in records if r["wait"] is None or r["access"] is None or r["wait"] > r["access"]]
     assert not unwaited, f"{len(unwaited)} of {len(records)} configurations, launched as dependent launches, touch" \
                          f" global memory before they wait for the previous grid (or never wait): {unwaited[0]}"
+    late = [r["key"] for r in records if r["launch_dependents"] is None or r["launch_dependents"] > r["access"]]
+    assert not late, f"{len(late)} of {len(records)} configurations let the next grid start only after their first" \
+                     f" global access (or never): the overlap a dependent launch buys is lost: {late[0]}"
 
 
 def compile_dependent_launches() -> None:
@@ -140,6 +143,9 @@ def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory()
         if record["launch_pdl"]:
             assert record["wait"] is not None and record["launch_dependents"] is not None, record
             assert record["access"] is not None and record["wait"] < record["access"], record
+            # the next grid's programs may be scheduled once every program here has started (they
+            # wait for this grid's end): letting them only after the loop loses the overlap
+            assert record["launch_dependents"] < record["access"], record
 
 
 def test_every_form_of_a_global_access_is_seen():

@@ -12,7 +12,7 @@ from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, contract_corners, curated,
-                          long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
+                          knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
 
@@ -65,13 +65,26 @@ def test_compile_keys_match_the_launches():
     assert len(launch_of_key) > 100
 
 
+def test_curated_takes_every_knob_value_a_caller_may_pass_up_to_eight_stages():
+    """Every warp count the launcher accepts for some call, and every stage count from 1 to 8,
+    is launched by some curated case: a kernel configuration no case launches is one neither
+    a GPU run of the suite nor the classifier of compiled code ever sees."""
+    from kernel.tuning import _warp_choices
+
+    launched = [plan(case).constexprs | plan(case).options for case in CURATED]
+    accepted_warps = {w for block_n in (16, 32, 64, 128) for slots in (1, 2, 4, 8) for w in _warp_choices(block_n, slots)}
+    assert accepted_warps <= {launch["num_warps"] for launch in launched}
+    assert set(range(1, 9)) <= {launch["NUM_STAGES"] for launch in launched}
+
+
 def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
     wide programs' head counts and head dim, the long diagonals' next_n, the narrow
     programs' head counts and batch, the wide blocks' sizes, the head count and head dim
-    of the narrow tiles at one slot, and the contract's corners."""
+    of the narrow tiles at one slot, the contract's corners, and the knob values past the
+    axes."""
     beyond = (wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
-              + contract_corners())
+              + contract_corners() + knobs_past_the_axes())
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name

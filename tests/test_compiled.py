@@ -43,6 +43,7 @@ MUTANTS = {
     "one-plus-split": mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = 1 + tl.program_id(1)"),
     "undefined-call": mutate(KERNEL_SOURCE, "pid_s = tl.program_id(1)", "pid_s = tl.no_such_function(1)"),
     "aborts": "import os\nos.abort()\n" + KERNEL_SOURCE,
+    "no-grid-wait": mutate(KERNEL_SOURCE, "        tl.extra.cuda.gdc_wait()\n", ""),
 }
 
 
@@ -249,6 +250,43 @@ def test_causal_off_by_one_is_distinct(verdicts, targets):
     assert verdict.kind == "distinct" and verdict.detail == targets[0].key
 
 
+def test_a_kernel_that_stops_waiting_for_the_previous_grid_is_distinct(verdicts, targets):
+    """The wait sits under the dependent-launch flag, which only a CUDA launch sets: targets
+    planned here, without a GPU, are still compiled as a GPU caller launches them, so the
+    missing wait shows (planned as the CPU launches, both compile to the same code and the
+    mutant was proven equivalent)."""
+    assert dict(targets[0].constexprs)["DEPENDENT_LAUNCH"] is True
+    verdict = verdicts["no-grid-wait"]
+    assert verdict.kind == "distinct" and verdict.detail == targets[0].key
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_targets_are_planned_as_a_cuda_launch_is(monkeypatch):
+    """What compiled code is judged on is what the launcher plans for CUDA tensors: the same
+    call planned on fake CUDA tensors (the SM count stubbed) and on the CPU differ in the
+    settings ``as_launched_on_cuda`` adds, and in nothing else the compiler sees."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import kernel
+    from suites.check import build_inputs
+
+    monkeypatch.setattr(kernel_module, "device_sms", lambda device: 132)
+    inputs = build_inputs(SMALL)
+    cpu = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), validate=False, num_splits=2)
+    def on_cuda(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cuda:0")
+
+    with FakeTensorMode():
+        cuda = kernel.plan_launch(*map(on_cuda, inputs.op_args()),
+                                  **{k: on_cuda(v) for k, v in inputs.op_kwargs().items()}, validate=False, num_splits=2)
+    settings = {**cuda.constexprs, **cuda.options}
+    assert {name: settings[name] for name in compiled.CUDA_LAUNCH_SETTINGS} == compiled.CUDA_LAUNCH_SETTINGS
+    assert {**cpu.constexprs, **cpu.options} != settings
+    assert compiled.target_of_launch(compiled.as_launched_on_cuda(cpu)) == compiled.target_of_launch(cuda)
+
+
 def test_same_code_from_different_text_is_a_duplicate(verdicts):
     assert verdicts["split-plus-one"].kind == "distinct"
     duplicate = verdicts["one-plus-split"]
@@ -328,7 +366,7 @@ def test_cases_that_share_a_launch_signature_share_their_compile_targets():
     cases = suite_cases("curated")
     by_signature: dict = {}
     for case in cases:
-        keys = {compiled.target_of_launch(kernel.plan_launch(*inputs.op_args(), **keywords)).key
+        keys = {compiled.target_of_launch(compiled.as_launched_on_cuda(kernel.plan_launch(*inputs.op_args(), **keywords))).key
                 for inputs, keywords in launches(case)}
         assert by_signature.setdefault(launch_signature(case), keys) == keys, case.id
     assert {t.key for t in compile_targets(cases, device="cpu")} == set().union(*by_signature.values())

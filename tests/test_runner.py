@@ -677,16 +677,43 @@ def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason
     assert by_id["equivalent"].outcome == "equivalent"
 
 
-def test_a_mutant_that_compiled_before_its_compile_error_is_left_to_its_cases(tmp_path, monkeypatch):
+def test_a_mutant_that_compiles_or_lowers_elsewhere_is_left_to_its_cases(tmp_path, monkeypatch):
+    """A compile error where other configurations compiled before it, or where the front end
+    lowers the source on another: the cases decide, from where it failed. Neither: stillborn."""
     import mutants.compiled as compiled
 
     verdicts = {"nowhere": compiled.Verdict("stillborn", "sass", "X: CompilationError", failed_at="X"),
+                "lowers": compiled.Verdict("stillborn", "sass", "X: CompilationError", failed_at="X", lowers_at="Z"),
                 "partly": compiled.Verdict("stillborn", "sass", "Y: CompilationError", matched=("X",), failed_at="Y")}
     mutants = _classified_by(monkeypatch, lambda original, mutants, targets, **kw: {i: verdicts[i] for i in mutants},
                              *verdicts)
     by_id, runner = _classify_and_store(tmp_path, mutants, decided=1)
     assert [(r.mutant_id, r.outcome) for r in by_id.values()] == [("nowhere", "stillborn")]
-    assert runner.differs_at == {"partly": "Y"}
+    assert runner.differs_at == {"lowers": "X", "partly": "Y"}
+
+
+def test_a_kernel_that_fails_to_compile_where_classification_starts_is_killed_where_it_compiles(tmp_path):
+    """Classified before its cases run, a mutant that does not compile on the first
+    configuration the classifier tries (the preshuffled smoke case's blocks of 16 sort first)
+    compiles on the block-flat ones: the suite kills it. Stored as stillborn at that first
+    error, it left the score."""
+    runner = _runner(tmp_path, smoke())
+    try:
+        runner.baseline()
+        partial = read_source(KERNEL).replace("offs_n = tl.arange(0, BLOCK_N)",
+                                              "offs_n = tl.arange(0, BLOCK_N * (KV_BLOCK // 64))")
+        mutant = _mutant("compiles-on-blocks-of-64", partial)
+        nowhere = _mutant("compiles-nowhere", read_source(KERNEL).replace("offs_n = tl.arange(0, BLOCK_N)",
+                                                                           "offs_n = tl.arange(0, BLOCK_WIDTH)"))
+        assert runner.classify([mutant, nowhere], jobs=2, beyond=False) == 1
+        assert "KVB16-preshuffle" in runner.differs_at[mutant.id] and nowhere.id not in runner.differs_at
+        (result,) = runner.run([mutant], matrix=False)
+        stored = runner.store.results(runner.scope, {nowhere.key: nowhere.id})
+    finally:
+        runner.close()
+    assert result.outcome == "killed", result.detail
+    assert result.killed_by == [next(c.id for c in smoke() if c.preshuffle)]
+    assert stored[nowhere.key].outcome == "stillborn"
 
 
 def _classify_and_store(tmp_path, mutants: list[Mutant], decided: int) -> tuple[dict[str, Result], Runner]:
@@ -1232,9 +1259,9 @@ def test_a_mutant_with_the_originals_code_on_the_suite_waits_as_a_survivor_for_t
 
 
 def test_an_interrupted_classification_keeps_the_verdicts_settled_before_it(tmp_path, monkeypatch):
-    """A mutant that does not compile, and one with the original's code on every
-    configuration, are stored as their own compiles settle them: Ctrl-C during another
-    mutant's compile leaves them in the store, and the next run does not compile them again."""
+    """A mutant with the original's code on every configuration is stored as its own
+    compiles settle it: Ctrl-C during another mutant's compile leaves it in the store, and
+    the next run does not compile it again; so is one that compiles nowhere."""
     import mutants.compiled as compiled
 
     def spread(source, chosen, jobs, compilers, cache_dir, timeout):  # the original
@@ -1248,8 +1275,13 @@ def test_an_interrupted_classification_keeps_the_verdicts_settled_before_it(tmp_
             raise KeyboardInterrupt
         return [compiled.Compiled(t.key, True, "o", "") for t in chosen]
 
+    def front_end(self, source, chosen, timeout, stop_unless=None, front_only=False):  # lowers nowhere
+        assert front_only and "# broken" in source
+        return [(compiled.Compiled(t.key, False, "", "CompilationError: at 1:1"), True) for t in chosen]
+
     monkeypatch.setattr(compiled, "_compile_spread", spread)
     monkeypatch.setattr(compiled, "_compile_until_different", until_different)
+    monkeypatch.setattr(compiled._Compiler, "compile", front_end)
     broken, same, slow = (_mutant(name, read_source(KERNEL) + f"\n# {name}\n") for name in ("broken", "same", "slow"))
     runner = _runner(tmp_path, smoke()[:1])
     try:
