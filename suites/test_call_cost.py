@@ -117,14 +117,14 @@ def test_a_gpu_call_that_fills_its_result_first_is_caught(monkeypatch):
     assert [op for op, is_view in made if not is_view and op not in ALLOCATIONS] == ["aten.fill_.Scalar"]
 
 
-def test_a_call_keeps_no_reference_to_its_tensors():
+def test_a_call_keeps_no_reference_to_its_tensors(device):
     """After the call returns and the caller lets go of them, its inputs and its result are
     freed: nothing the op keeps (a cache of plans, of checks) holds them, or their memory,
     from one decode step to the next."""
     case = Case(heads=32, head_dim=64)
-    inputs = build_inputs(case)
+    inputs = build_inputs(case).to(device)
     args, keywords = list(inputs.op_args()), dict(inputs.op_kwargs())
-    keywords["out"] = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len)
+    keywords["out"] = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len, device=device)
     tensors = [v for v in (*args, *keywords.values()) if isinstance(v, torch.Tensor)]
     alive = [weakref.ref(t) for t in tensors]
     for validate in (True, False):
