@@ -148,6 +148,36 @@ def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory()
             assert record["launch_dependents"] < record["access"], record
 
 
+# an asynchronous copy to shared memory in PTX: the software pipeline's loads
+_ASYNC_COPY = re.compile(r"^\s*(@!?%\w+\s+)?cp\.async\.c[ag]\.shared")
+DEPTHS = (1, 3, 6)
+
+
+def compile_depths() -> None:
+    """Print, per pipeline depth the launcher passes (``num_stages``), the async copies in the
+    PTX for sm_90 of one small call, as JSON lines."""
+    from mutants.compiled import compile_target, compile_targets
+    from suites.cases import Case
+
+    for stages in DEPTHS:
+        (target,) = compile_targets([Case(heads=32, head_dim=64, num_stages=stages)], device="cpu", every_launch=False)
+        ptx = compile_target(target).asm["ptx"]
+        print(json.dumps({"stages": stages, "async_copies": sum(map(bool, map(_ASYNC_COPY.match, ptx.splitlines())))}))
+
+
+def test_the_loop_is_pipelined_as_deep_as_the_launcher_says():
+    """The key loop keeps as many tiles in flight as the stage count the launcher chose: each
+    stage more is more asynchronous copies started ahead, and one stage is none. A loop that
+    drops the count (a plain ``range``, or a depth capped inside the kernel) computes the same
+    values 6-30% slower on an H100 (bench/NOTES.md), and only its compiled code shows it."""
+    run = _offline("compile_depths", timeout=600)
+    copies = {r["stages"]: r["async_copies"] for r in map(json.loads, run.stdout.splitlines())}
+    assert list(copies) == list(DEPTHS), copies
+    assert copies[1] == 0, f"one stage, yet {copies[1]} asynchronous copies: {copies}"
+    counts = [copies[s] for s in DEPTHS]
+    assert counts == sorted(set(counts)), f"async copies per stage count do not grow with it: {copies}"
+
+
 def test_every_form_of_a_global_access_is_seen():
     for line in ("\tld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];", "\tld.volatile.global.b32 %r1, [%rd2];",
                  "\tld.relaxed.gpu.global.b32 %r1, [%rd2];", "\t@%p1 st.global.b32 [%rd3], %r5;",
