@@ -74,6 +74,12 @@ UNEVEN_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch
 LARGE_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
                 "heads": (32, 256), "layout": ((80, False), (96, False), (128, False), (128, True), (256, False)),
                 "tokens": SHAPES["tokens"], "block_n": SHAPES["block_n"], "slots": SHAPES["slots"]}
+# blocks of 16 and 32 tokens (16 is the common page of serving engines), narrower than the
+# default tile and tile widths themselves: a tile sized to the block reads one table entry
+# per tile, and repeats its MMA two or four times over
+NARROW_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
+                 "layout": ((16, False), (16, True), (32, False)), "tokens": SHAPES["tokens"],
+                 "block_n": SHAPES["block_n"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 
 # The kernel's constraints on a launch, stated here rather than taken from kernel/, whose
@@ -169,7 +175,7 @@ class PinnedShape:
 @functools.cache
 def pinned_shapes() -> tuple[PinnedShape, ...]:
     """Every shape whose defaults the table pins."""
-    grids = (SHAPES, HEAD_DIM_SHAPES, NARROW_HEADS, UNEVEN_BLOCKS, LARGE_BLOCKS)
+    grids = (SHAPES, HEAD_DIM_SHAPES, NARROW_HEADS, UNEVEN_BLOCKS, LARGE_BLOCKS, NARROW_BLOCKS)
     shapes = [PinnedShape(**dict(zip(grid, point))) for grid in grids for point in itertools.product(*grid.values())]
     # a narrow grid's corners where the heads are too few for next_n to fill the narrowest MMA
     return tuple(s for s in shapes if s.heads * _padded_next_n(s.next_n) >= KERNEL_MIN_QUERY_ROWS)
