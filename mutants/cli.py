@@ -32,7 +32,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from mutants.compiled import DEFAULT_SPACE_BUDGET
+from mutants.compiled import DEFAULT_SPACE_BUDGET, OriginalDoesNotCompile
 from mutants.sets import MUTANT_SETS
 from mutants.shards import MergeError, parse_shard, sharded_selection
 from mutants.walk import DEVICE, HOST
@@ -210,6 +210,8 @@ def main(argv=None) -> int:
         return code
     except UsageError as error:
         return _fail(error, EXIT_USAGE)
+    except OriginalDoesNotCompile as error:
+        return _fail(error, EXIT_BASELINE)
     except (CannotRun, StoreError, WorkerStartError, MergeError) as error:
         return _fail(error, EXIT_CANNOT_RUN)
     except sqlite3.Error as error:
@@ -585,8 +587,9 @@ def _write(path: Path, text: str) -> None:
 
 def _scored(store, scope, mutants, cases, mutant_set):
     from mutants.report import Scored, score_rows
+    from mutants.runner import holding_results
 
-    results = store.results(scope, {m.key: m.id for m in mutants})
+    results = holding_results(store, scope, mutants)
     runs = [r for r in store.latest_runs() if (r["suite"], r["mode"], r["device"], r["mutant_set"], r["digest"])
             == (scope.suite, scope.mode, scope.device, mutant_set, scope.digest)]
     wall = runs[-1]["wall_seconds"] if runs else None
@@ -616,6 +619,8 @@ def scope_digest(device: str, root: Path | None = None) -> str:
     """What a result depends on besides its mutant: the kernel, oracle and suites, kmut's own
     code, the torch and Triton versions, and the name of every visible GPU."""
     import torch
+
+    import kernel  # noqa: F401  (selects Triton's backend, before triton is imported)
     import triton
 
     from mutants.mutant import PROJECT_ROOT, source_digest

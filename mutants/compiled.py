@@ -149,6 +149,17 @@ class Backend:
     # (module, target): raises where the front end cannot lower the source for the target (a
     # fraction of a compile); None: the backend has no separate front end
     front: Callable[..., None] | None = None
+    # the machine compiled for, in the names of cached outcomes: code for one GPU is not another's
+    arch: str = ""
+
+
+class OriginalDoesNotCompile(RuntimeError):
+    """The unmutated kernel fails to compile for a target: no mutant can be compared with it."""
+
+
+def _last_line(error: str) -> str:
+    """A compile error's last non-empty line, where Triton puts its message."""
+    return next((line.strip() for line in reversed(error.splitlines()) if line.strip()), error)
 
 
 @dataclass(frozen=True)
@@ -491,7 +502,7 @@ class _Cache:
         if cache_dir is None:
             return
         version = importlib.metadata.version(backend.toolchain)
-        name = hashlib.sha256(f"{source}\0{version}\0{backend.artifact}\0{CACHE_FORMAT}".encode()).hexdigest()
+        name = hashlib.sha256(f"{source}\0{version}\0{backend.artifact}\0{backend.arch}\0{CACHE_FORMAT}".encode()).hexdigest()
         self.path = Path(cache_dir) / f"{name}.json"
         if self.path.exists():
             self.entries = json.loads(self.path.read_text())
@@ -736,10 +747,10 @@ def _classify(original: str, mutants: dict[str, str], targets: list[CompileTarge
                                              timeout))
             failed = [c for c in reference if not c.ok]
             if failed:
-                raise RuntimeError(
+                raise OriginalDoesNotCompile(
                     f"the original kernel does not compile for {len(failed)} of the first {len(reference)} of"
                     f" {len(targets)} targets, so no mutant can be classified; first: {failed[0].target}:"
-                    f" {failed[0].error}"
+                    f" {_last_line(failed[0].error)}"
                 )
         return [c.digest for c in reference]
 
@@ -945,8 +956,8 @@ def _judge_beyond(original: str, candidates: dict[str, str], suite_count: int, b
             reference = _compile_spread(original, batch, jobs, compilers, cache_dir, timeout)
             failed = next((c for c in reference if not c.ok), None)
             if failed is not None:
-                raise RuntimeError(f"the original kernel does not compile for the declared configuration"
-                                   f" {failed.target}: {failed.error}")
+                raise OriginalDoesNotCompile(f"the original kernel does not compile for the declared configuration"
+                                             f" {failed.target}: {_last_line(failed.error)}")
             digests = [c.digest for c in reference]
             list(pool.map(lambda source: mutant_on(source, batch, digests), list(open_)))
             if progress is not None:
@@ -1235,7 +1246,7 @@ class _Memo:
     def _key(self, stage: str, texts: list[str]) -> str:
         import triton
 
-        parts = [str(CACHE_FORMAT), triton.__version__, self.target.key, stage]
+        parts = [str(CACHE_FORMAT), triton.__version__, repr(GPU_TARGET), self.target.key, stage]
         for lowering, text in zip(self.lowerings, texts, strict=True):
             parts += [repr(sorted(lowering.options.items())), text.replace(self.module_name, "<module>")]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -1441,7 +1452,8 @@ def _prepare_triton(workdir: str) -> None:
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(workdir, "triton-cache"))
 
 
-TRITON = Backend("mutants.compiled:TRITON", "sass", "triton", _prepare_triton, _compile_digest, _front_end)
+TRITON = Backend("mutants.compiled:TRITON", "sass", "triton", _prepare_triton, _compile_digest, _front_end,
+                 arch=repr(GPU_TARGET))
 
 
 def _backend(locator: str) -> Backend:

@@ -84,7 +84,7 @@ def _digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool 
     return hashlib.sha256(normalize_isa(isa).encode()).hexdigest()
 
 
-GFX950_BACKEND = Backend("mutants.gfx950:GFX950_BACKEND", "gfx950 isa", "flydsl", _prepare, _digest)
+GFX950_BACKEND = Backend("mutants.gfx950:GFX950_BACKEND", "gfx950 isa", "flydsl", _prepare, _digest, arch=GFX950)
 
 
 class Gfx950Space:

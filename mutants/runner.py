@@ -280,6 +280,17 @@ class _Worker:
         return f"exited with code {code}"
 
 
+
+def holding_results(store, scope, mutants) -> dict:
+    """The stored results of ``mutants`` (by key) that hold for this selection. A duplicate's
+    outcome is its twin's (the earlier mutant whose code it shares, named last in its
+    detail): it holds only while that twin is selected too; one whose twin is not is run
+    again."""
+    results = store.results(scope, {m.key: m.id for m in mutants})
+    selected = {m.id for m in mutants}
+    return {key: result for key, result in results.items()
+            if result.outcome != DUPLICATE or result.detail.rsplit(": ", 1)[-1] in selected}
+
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
                  progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None,
@@ -470,7 +481,7 @@ class Runner:
                        and r.outcome == SURVIVED and (r.detail.startswith(PENDING_DETAIL)
                                                       or not r.detail and m.id not in self.differs_at)]
         else:
-            done = self.store.finished_keys(self.scope)
+            done = holding_results(self.store, self.scope, mutants)
             pending = [m for m in mutants if m.key not in done and m.side == DEVICE]
         if not pending:
             return 0
@@ -600,7 +611,7 @@ class Runner:
         (in the store and in this run), then those that killed any mutant, then the cases
         that launch the configuration its compiled code was first seen to differ on (the
         classifier compiled it there already), then ``first_kill_order``."""
-        done = self.store.finished_keys(self.scope)
+        done = holding_results(self.store, self.scope, mutants)
         pending = [m for m in mutants if m.key not in done]
         by_id = {m.id: m for m in pending}
         results = []
@@ -636,7 +647,7 @@ class Runner:
                                compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
                                answered=self._answered_before(m, index), exposing=exposing))
         history = KillHistory()
-        stored = self.store.results(self.scope, {m.key: m.id for m in mutants if m.key in done})
+        stored = done
         by_key = {m.key: m for m in mutants}
         for key, result in stored.items():
             history.record_kills(by_key[key], [index[c] for c in result.killed_by if c in index])

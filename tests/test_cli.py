@@ -328,3 +328,15 @@ def test_a_stopped_run_names_the_mutants_whose_answered_cases_are_kept(tmp_path,
     cli._print_kept_answers(store, scope, [first, second, third])
     assert capsys.readouterr().err.splitlines() == [
         f"kmut: {second.id}: 1,234 case(s) answered are kept; the next run runs the rest"]
+
+
+def test_the_scope_digest_imports_without_the_interpreter_chosen_first():
+    """`kmut merge` and `kmut report` name the scope before any case is loaded: on a machine
+    without a GPU, a digest that imported triton before the kernel package chose the CPU
+    interpreter stopped with the kernel's ImportError instead of a result."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = "from mutants.cli import scope_digest; print(scope_digest('cpu')); from suites.cases import smoke; smoke()"
+    run = subprocess.run([sys.executable, "-c", code + "; import kernel"], capture_output=True, text=True, env=env,
+                         cwd=PROJECT_ROOT, timeout=300)
+    assert run.returncode == 0, run.stderr[-1500:]
+    assert re.fullmatch(r"[0-9a-f]{20}\n", run.stdout)

@@ -293,6 +293,15 @@ def test_same_code_from_different_text_is_a_duplicate(verdicts):
     assert duplicate.kind == "duplicate" and duplicate.duplicate_of == "split-plus-one"
 
 
+def test_outcomes_cached_for_one_gpu_are_not_read_for_another(tmp_path):
+    """The compile cache names the machine compiled for: code for one GPU is not another's."""
+    from dataclasses import replace
+
+    same = compiled._Cache(tmp_path, KERNEL_SOURCE, compiled.TRITON).path
+    assert same == compiled._Cache(tmp_path, KERNEL_SOURCE, compiled.TRITON).path
+    assert same != compiled._Cache(tmp_path, KERNEL_SOURCE, replace(compiled.TRITON, arch="('cuda', 100, 32)")).path
+
+
 def test_a_compile_error_is_stillborn(verdicts):
     verdict = verdicts["undefined-call"]
     assert verdict.kind == "stillborn"

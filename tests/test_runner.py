@@ -1294,3 +1294,19 @@ def test_an_interrupted_classification_keeps_the_verdicts_settled_before_it(tmp_
     assert stored[broken.key].outcome == "stillborn"
     assert stored[same.key].outcome == "survived" and stored[same.key].detail.startswith(runner_module.PENDING_DETAIL)
     assert slow.key not in stored
+
+
+def test_a_duplicate_holds_only_while_its_twin_is_selected(tmp_path):
+    """A duplicate's outcome is its twin's: in a selection without the twin, or under a run
+    that never classified them together, the stored verdict would leave a survivor out of the
+    score, so it is run again (and a report leaves it without a result)."""
+    from mutants.runner import holding_results
+
+    store = Store(tmp_path / "results.sqlite")
+    scope = Scope("smoke", "digest", "first-kill", "cpu")
+    twin, copy, other = (_mutant(name, f"# {name}\n") for name in ("twin", "copy", "other"))
+    store.save(scope, Result(twin.key, twin.id, "survived", "every case passed"))
+    store.save(scope, Result(copy.key, copy.id, "duplicate", "sass: twin"))
+    store.save(scope, Result(other.key, other.id, "killed", "", ["case"]))
+    assert set(holding_results(store, scope, [twin, copy, other])) == {twin.key, copy.key, other.key}
+    assert set(holding_results(store, scope, [copy, other])) == {other.key}
