@@ -29,10 +29,12 @@ def _store_with_results(path, outcomes: list[str], mode="first-kill", case_resul
     default scope (or its ``mode``); a killed mutant fails the cases ``case_results`` says fail."""
     store = Store(path)
     scope = Scope("curated", cli.scope_digest("cpu"), mode, "cpu")
-    for mutant, outcome in zip(cli._mutants("catalog"), outcomes):
+    mutants = cli._mutants("catalog")
+    for mutant, outcome in zip(mutants, outcomes):
         ran = (case_results or {}) if outcome in ("killed", "survived") else {}
         killed_by = [case for case, result in ran.items() if result == "fail"] if outcome == "killed" else []
-        store.save(scope, Result(mutant.key, mutant.id, outcome, "d", killed_by, 1.0, ran))
+        detail = f"sass: {mutants[0].id}" if outcome == "duplicate" else "d"  # a duplicate names its twin
+        store.save(scope, Result(mutant.key, mutant.id, outcome, detail, killed_by, 1.0, ran))
     store.close()
     return path
 
