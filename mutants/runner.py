@@ -280,7 +280,6 @@ class _Worker:
         return f"exited with code {code}"
 
 
-
 def holding_results(store, scope, mutants) -> dict:
     """The stored results of ``mutants`` (by key) that hold for this selection. A duplicate's
     outcome is its twin's (the earlier mutant whose code it shares, named last in its
@@ -290,6 +289,7 @@ def holding_results(store, scope, mutants) -> dict:
     selected = {m.id for m in mutants}
     return {key: result for key, result in results.items()
             if result.outcome != DUPLICATE or result.detail.rsplit(": ", 1)[-1] in selected}
+
 
 class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
@@ -647,9 +647,8 @@ class Runner:
                                compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
                                answered=self._answered_before(m, index), exposing=exposing))
         history = KillHistory()
-        stored = done
         by_key = {m.key: m for m in mutants}
-        for key, result in stored.items():
+        for key, result in done.items():
             history.record_kills(by_key[key], [index[c] for c in result.killed_by if c in index])
         self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history,
                         on_share=keep_answers)

@@ -58,21 +58,16 @@ def covering(targets) -> list:
 
 def compile_covering() -> None:
     """Print one JSON line per compiled target. Run in a process of its own, with the
-    interpreter off: the suites' probes patch what an in-process compile uses. Each target is
-    also compiled as a CUDA launch plans it, a programmatic dependent launch (the CPU plans
-    none): where its PTX first waits for the previous grid and first touches global memory."""
-    import dataclasses
-
+    interpreter off: the suites' probes patch what an in-process compile uses. Targets are
+    planned as a CUDA launch is, a programmatic dependent launch, also here where the CPU
+    plans none: where its PTX first waits for the previous grid and first touches global memory."""
     from mutants.compiled import compile_target, compile_targets
     from suites.runnable import suite_cases
 
     for target in covering(compile_targets(suite_cases("curated"), device="cpu")):
-        dependent = dataclasses.replace(
-            target, constexprs=tuple((n, True if n == "DEPENDENT_LAUNCH" else v) for n, v in target.constexprs),
-            options=tuple((n, True if n == "launch_pdl" else v) for n, v in target.options))
         try:
-            shared = compile_target(target).metadata.shared
-            order = ptx_order(compile_target(dependent).asm["ptx"])
+            compiled = compile_target(target)
+            shared, order = compiled.metadata.shared, ptx_order(compiled.asm["ptx"])
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
