@@ -18,6 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import kernel.paged_mqa_logits as launcher
 from suites.cases import Case
 from suites.check import build_inputs
+from suites.fake_gpu import RecordedDeviceSwitch, on_fake_gpu
 
 # the operations a call may make on a GPU's tensors: its result allocated (no kernel runs),
 # and views of its inputs (none copies)
@@ -54,32 +55,16 @@ def _unchecked_gpu_call(monkeypatch, case: Case, *, caller_out: bool):
         def __getitem__(self, grid):
             return lambda *args, **kwargs: launched.append(grid)
 
-    class Switch:  # the launcher makes the tensors' GPU current; none exists here
-        def __init__(self, device):
-            pass
-
-        def __enter__(self):
-            pass
-
-        def __exit__(self, *exc):
-            pass
-
     monkeypatch.setattr(launcher, "_paged_mqa_logits_kernel", Kernel())
     monkeypatch.setattr(launcher, "device_sms", lambda device: 132)
-    monkeypatch.setattr(torch.cuda, "device", Switch)
+    RecordedDeviceSwitch.installed(monkeypatch)  # the launcher makes the tensors' GPU current; none exists here
     for owner, name in ((torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"),
                         (torch.cuda.Event, "synchronize"), (torch.cuda.Stream, "query"), (torch.cuda.Event, "query")):
         monkeypatch.setattr(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs: synced.append(_name))
     inputs = build_inputs(case)
-
-    def on_gpu(value):
-        if not isinstance(value, torch.Tensor):
-            return value
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cuda:0")
-
     with FakeTensorMode():
-        args = [on_gpu(a) for a in inputs.op_args()]
-        keywords = {name: on_gpu(value) for name, value in inputs.op_kwargs().items()}
+        args = [on_fake_gpu(a) for a in inputs.op_args()]
+        keywords = {name: on_fake_gpu(value) for name, value in inputs.op_kwargs().items()}
         if caller_out:
             keywords["out"] = torch.empty(args[0].shape[0] * args[0].shape[1], inputs.max_model_len,
                                           dtype=torch.float32, device="cuda:0")

@@ -111,15 +111,13 @@ def compile_dependent_launches() -> None:
     import kernel.paged_mqa_logits as launcher
     import kernel.validation
     from mutants.compiled import compile_target, target_of_launch
+    from suites.fake_gpu import REQUIRED, TINY_MAX_MODEL_LEN, tiny_call_tensors
 
     launcher.device_sms = lambda device: 132
     kernel.validation._check_values = lambda *args, **kwargs: None
-    shapes = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
-                  weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32))
     for validate in (True, False):
         with FakeTensorMode():
-            t = {n: torch.empty(shape, dtype=dtype, device="cuda:0") for n, (shape, dtype) in shapes.items()}
-            launch = launcher.plan_launch(t["q"], t["kv_cache"], t["weights"], t["context_lens"], t["block_table"], 24,
+            launch = launcher.plan_launch(*tiny_call_tensors(names=REQUIRED).values(), TINY_MAX_MODEL_LEN,
                                           validate=validate)
         order = ptx_order(compile_target(target_of_launch(launch)).asm["ptx"])
         print(json.dumps({"validate": validate, "launch_pdl": bool(launch.options.get("launch_pdl")), **order}))

@@ -6,6 +6,7 @@ import torch
 
 from kernel import fp8_paged_mqa_logits
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, is_readable, rejection_cases
+from suites.fake_gpu import REQUIRED, TINY_MAX_MODEL_LEN, RecordedDeviceSwitch, tiny_call_tensors
 from suites.runnable import check
 
 CASES = rejection_cases()
@@ -41,15 +42,11 @@ def test_a_tensor_on_another_gpu_of_the_host_is_refused(name):
     launch (``validate=False``: no check may read a value, and fake tensors hold none)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    shapes = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
-                  weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32),
-                  next_n_lens=((1,), torch.int32), out=((2, 24), torch.float32))
     with FakeTensorMode():
-        tensors = {n: torch.empty(shape, dtype=dtype, device="cuda:1" if n == name else "cuda:0")
-                   for n, (shape, dtype) in shapes.items()}
+        tensors = tiny_call_tensors(lambda n: "cuda:1" if n == name else "cuda:0")
         with pytest.raises(ValueError, match=f"^{name}: expected a tensor on cuda:0, where the other tensors are"):
             fp8_paged_mqa_logits(tensors["q"], tensors["kv_cache"], tensors["weights"], tensors["context_lens"],
-                                 tensors["block_table"], 24, next_n_lens=tensors["next_n_lens"], out=tensors["out"],
+                                 tensors["block_table"], TINY_MAX_MODEL_LEN, next_n_lens=tensors["next_n_lens"], out=tensors["out"],
                                  validate=False)
 
 
@@ -146,26 +143,16 @@ def test_a_launch_runs_on_the_gpu_of_its_tensors(monkeypatch, index):
 
     import kernel.paged_mqa_logits as launcher
 
-    switched, launched = [], []
-
-    class Switch:
-        def __init__(self, device):
-            self.device = torch.device(device)
-
-        def __enter__(self):
-            switched.append(self.device)
-
-        def __exit__(self, *exc):
-            switched.append(None)
+    launched = []
+    switched = RecordedDeviceSwitch.installed(monkeypatch)
 
     class Kernel:
         def __getitem__(self, grid):
             return lambda *args, **kwargs: launched.append(list(switched))
 
-    monkeypatch.setattr(torch.cuda, "device", Switch)
     monkeypatch.setattr(launcher, "_paged_mqa_logits_kernel", Kernel())
     with FakeTensorMode():
-        out = torch.empty((2, 24), dtype=torch.float32, device=f"cuda:{index}")
+        out = tiny_call_tensors(lambda n: f"cuda:{index}", names=("out",))["out"]
         launcher.Launch((1, 1), (), {}, {}, out).run()
     assert launched == [[torch.device(f"cuda:{index}")]] and switched[-1] is None
 
@@ -179,11 +166,8 @@ def test_a_call_on_the_second_gpu_is_planned_there(monkeypatch):
     import kernel.paged_mqa_logits as launcher
 
     monkeypatch.setattr(launcher, "device_sms", lambda device: 132)
-    shapes = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
-                  weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32))
     with FakeTensorMode():
-        t = {n: torch.empty(shape, dtype=dtype, device="cuda:1") for n, (shape, dtype) in shapes.items()}
-        launch = launcher.plan_launch(t["q"], t["kv_cache"], t["weights"], t["context_lens"], t["block_table"], 24,
-                                      validate=False)
+        t = tiny_call_tensors(lambda n: "cuda:1", names=REQUIRED)
+        launch = launcher.plan_launch(*t.values(), TINY_MAX_MODEL_LEN, validate=False)
     devices = {str(arg.device) for arg in launch.args if isinstance(arg, torch.Tensor)}
     assert devices == {"cuda:1"} and str(launch.out.device) == "cuda:1"

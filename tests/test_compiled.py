@@ -269,18 +269,14 @@ def test_targets_are_planned_as_a_cuda_launch_is(monkeypatch):
 
     import kernel
     from suites.check import build_inputs
+    from suites.fake_gpu import on_fake_gpu
 
     monkeypatch.setattr(kernel_module, "device_sms", lambda device: 132)
     inputs = build_inputs(SMALL)
     cpu = kernel.plan_launch(*inputs.op_args(), **inputs.op_kwargs(), validate=False, num_splits=2)
-    def on_cuda(value):
-        if not isinstance(value, torch.Tensor):
-            return value
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cuda:0")
-
     with FakeTensorMode():
-        cuda = kernel.plan_launch(*map(on_cuda, inputs.op_args()),
-                                  **{k: on_cuda(v) for k, v in inputs.op_kwargs().items()}, validate=False, num_splits=2)
+        cuda = kernel.plan_launch(*map(on_fake_gpu, inputs.op_args()),
+                                  **{k: on_fake_gpu(v) for k, v in inputs.op_kwargs().items()}, validate=False, num_splits=2)
     settings = {**cuda.constexprs, **cuda.options}
     assert {name: settings[name] for name in compiled.CUDA_LAUNCH_SETTINGS} == compiled.CUDA_LAUNCH_SETTINGS
     assert {**cpu.constexprs, **cpu.options} != settings

@@ -1,0 +1,51 @@
+"""A GPU call planned without a GPU: fake CUDA tensors (shapes, strides, dtypes and a device,
+no memory) and the launcher's device switch recorded instead of made, so any machine can hold
+the launcher to what it does on a GPU."""
+
+import torch
+
+# the smallest valid call (one sequence, next_n 2, 16 heads of 32 channels, blocks of 16
+# tokens, a 24-token row): shape and dtype of each tensor argument
+TINY_CALL = dict(q=((1, 2, 16, 32), torch.float8_e4m3fn), kv_cache=((2, 16, 1, 36), torch.uint8),
+                 weights=((2, 16), torch.float32), context_lens=((1,), torch.int32), block_table=((1, 2), torch.int32),
+                 next_n_lens=((1,), torch.int32), out=((2, 24), torch.float32))
+TINY_MAX_MODEL_LEN = 24
+# the arguments a call cannot leave out, in the op's order
+REQUIRED = ("q", "kv_cache", "weights", "context_lens", "block_table")
+
+
+def on_fake_gpu(value, device: str = "cuda:0"):
+    """A fake tensor on ``device`` with ``value``'s shape, strides and dtype; anything else as is.
+    Call it inside a ``FakeTensorMode``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device=device)
+
+
+def tiny_call_tensors(device_of=lambda name: "cuda:0", names=tuple(TINY_CALL)) -> dict:
+    """The tensors of the tiny call named in ``names``, each on ``device_of(name)``. Call it
+    inside a ``FakeTensorMode``."""
+    return {name: torch.empty(TINY_CALL[name][0], dtype=TINY_CALL[name][1], device=device_of(name)) for name in names}
+
+
+class RecordedDeviceSwitch:
+    """Stands in for ``torch.cuda.device``: records each switch (the device entered, ``None``
+    on leaving) in ``switches`` instead of making a device current that may not exist."""
+
+    switches: list = []
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+    def __enter__(self):
+        self.switches.append(self.device)
+
+    def __exit__(self, *exc):
+        self.switches.append(None)
+
+    @classmethod
+    def installed(cls, monkeypatch) -> list:
+        """Put a fresh recording switch in ``torch.cuda.device``; returns its record."""
+        switches: list = []
+        monkeypatch.setattr(torch.cuda, "device", type("Switch", (cls,), {"switches": switches}))
+        return switches
