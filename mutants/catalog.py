@@ -24,6 +24,7 @@ from mutants.target import TRITON_TARGET, Target
 
 # float32's least normal number: what a flush to zero takes every value below to zero
 FLOAT32_TINY = 2.0**-126
+from suites.call_cost import CallCostCase
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.rejections import EDITS, RejectionCase
@@ -41,7 +42,8 @@ class CatalogError(ValueError):
 @dataclass(frozen=True)
 class Exposure:
     """What a suite must hold for a bug to show: said in words, and as a test of one case
-    (a logits ``Case``, an input edit ``RejectionCase`` or the pinned defaults' ``DefaultsCase``)."""
+    (a logits ``Case``, an input edit ``RejectionCase``, the pinned defaults' ``DefaultsCase``
+    or an unchecked GPU call's ``CallCostCase``)."""
 
     text: str
     holds: Callable[[object], bool]
@@ -150,6 +152,10 @@ def _logits(test: Callable[[Case], bool]) -> Callable[[object], bool]:
 
 def _edit(*names: str) -> Callable[[object], bool]:
     return lambda case: isinstance(case, RejectionCase) and case.edit in names
+
+
+def _call_cost(test: Callable[[CallCostCase], bool]) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, CallCostCase) and test(case)
 
 
 def _tile(case: Case) -> int:
@@ -1124,6 +1130,51 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: _expr(f"({_code(node)} if validate else plan_launch.__dict__.setdefault("
                                   f"(dims.batch * dims.next_n, max_model_len, str(q.device)), {_code(node)}))"),
         path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="result-allocated-filled",
+        description="the launcher allocates the result filled with -inf (\"the kernel writes only the causal"
+                    " window\"): a fill kernel before every call's own, which writes every cell anyway",
+        exposed_by=Exposure("an unchecked GPU call into a result the op allocates",
+                            _call_cost(lambda case: not case.caller_out)),
+        site=_method("torch", "empty") & m.Call(args=[m.Arg(m.BinaryOperation()), m.ZeroOrMore()]),
+        mutate=_replace_with("torch.full((dims.batch * dims.next_n, max_model_len), float('-inf'),"
+                             " dtype=torch.float32, device=q.device)"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="live-counts-made-when-absent",
+        description="a call without next_n_lens gets a row of live counts made for it (every row live), which"
+                    " the kernel compiled without live counts never reads: a tensor and a fill kernel per call",
+        exposed_by=Exposure("an unchecked GPU call without next_n_lens",
+                            _call_cost(lambda case: case.call != "preshuffle-lens")),
+        site=m.IfExp(test=m.Comparison(left=m.Name("next_n_lens")), body=m.Name("context_lens")),
+        mutate=lambda node: node.with_changes(body=_expr("torch.full_like(context_lens, dims.next_n)")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="launch-synchronized",
+        description="a synchronize after every launch, left from debugging (\"a fault shows at the call that"
+                    " made it\"): each decode step waits for the GPU, and a captured graph cannot hold the call",
+        exposed_by=Exposure("any unchecked GPU call", _call_cost(lambda case: True)),
+        site=m.Call(func=m.Subscript(value=m.Name("_paged_mqa_logits_kernel"))),
+        mutate=lambda node: _expr(f"({_code(node)}, torch.cuda.synchronize() if self.out.device.type == 'cuda'"
+                                  f" else None)"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="lengths-read-one-at-a-time",
+        description="the value checks read the context lengths one sequence at a time (a list of int()s):"
+                    " on a GPU a host sync per sequence, thousands a call at a serving batch; same verdicts",
+        exposed_by=Exposure("a checked call at two batch sizes", _call_cost(lambda case: case.checked)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("lens"))], value=_method("context_lens", "to")),
+        mutate=lambda node: node.with_changes(value=_expr("torch.tensor([int(n) for n in context_lens],"
+                                                          " dtype=torch.int64)")),
+        path=VALIDATION,
         side=HOST,
     ),
     Bug(

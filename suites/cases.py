@@ -54,6 +54,22 @@ def _axis(base, values: tuple, *, compiled: bool, spell: Callable[[object], str]
     return field(default=base, metadata={"values": values, "compiled": compiled, "spell": spell})
 
 
+class HostCase:
+    """A case of the launcher's host code that compiles no kernel of its own (its records are
+    dataclasses): no seed, no compile key."""
+
+    @property
+    def seed(self) -> int:
+        return 0
+
+    @property
+    def compile_key(self) -> tuple:
+        return ()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class Case:
     heads: int = _axis(64, (32, 64), compiled=True, spell=_prefixed("h"))

@@ -1,11 +1,12 @@
 """What the mutation runner runs: a suite's cases of every kind, shipped as plain dicts.
 
-A suite runs three kinds of case: the op on valid inputs against the oracle (``Case``,
+A suite runs four kinds of case: the op on valid inputs against the oracle (``Case``,
 checked by ``check_case``); an edit of valid inputs that the op must reject, or accept and
-compute (``RejectionCase``, checked by ``check_rejection``); and the launcher's defaults
-against their pinned table (``DefaultsCase``, checked by ``check_defaults``). The curated
-and exhaustive suites hold all three, so validation, the launcher and its tuning are held
-to the contract as the kernel is; the smoke suite only logits cases.
+compute (``RejectionCase``, checked by ``check_rejection``); the launcher's defaults against
+their pinned table (``DefaultsCase``, checked by ``check_defaults``); and what an unchecked
+GPU call does besides its launch (``CallCostCase``, checked by ``check_call_cost``). The
+curated and exhaustive suites hold all four, so validation, the launcher and its tuning are
+held to the contract as the kernel is; the smoke suite only logits cases.
 """
 
 from dataclasses import replace
@@ -13,13 +14,15 @@ from dataclasses import replace
 import torch
 
 from oracle import OpInputs
+from suites.call_cost import CallCostCase, call_cost_cases, check_call_cost
 from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
-KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "gfx950": Gfx950Case}
+KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "call-cost": CallCostCase,
+         "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
@@ -41,10 +44,10 @@ def resolve_device(requested: str | None) -> str:
 
 
 def suite_cases(name: str) -> list:
-    """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits and
-    the launcher's defaults."""
+    """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits, the
+    launcher's defaults and the unchecked calls' cost."""
     cases = suite(name)
-    return cases + rejection_cases(name) + defaults_cases() if name in SUITES_WITH_EDITS else cases
+    return cases + rejection_cases(name) + defaults_cases() + call_cost_cases() if name in SUITES_WITH_EDITS else cases
 
 
 def to_dict(case) -> dict:
@@ -64,6 +67,9 @@ def check(case, op, device: str | torch.device) -> None:
         return
     if isinstance(case, DefaultsCase):
         check_defaults(case, op)
+        return
+    if isinstance(case, CallCostCase):
+        check_call_cost(case, op)
         return
     if isinstance(case, Gfx950Case):
         check_gfx950_case(case, op, device)
@@ -85,7 +91,7 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
         if case.tuning():
             calls.append({})
         return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
-    if isinstance(case, DefaultsCase):
+    if isinstance(case, (DefaultsCase, CallCostCase)):
         return []
     edit = EDITS[case.edit]
     if edit.error is not None or edit.planned_only:

@@ -21,11 +21,12 @@ import functools
 import itertools
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from suites.cases import HostCase
 from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS
 
 TABLE = Path(__file__).with_name("tuning_defaults.json")
@@ -97,7 +98,7 @@ KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program"
 
 
 @dataclass(frozen=True)
-class DefaultsCase:
+class DefaultsCase(HostCase):
     """The launcher's defaults for every shape of the grid, at one SM count."""
 
     sms: str
@@ -105,17 +106,6 @@ class DefaultsCase:
     @property
     def id(self) -> str:
         return f"tuning-defaults-sms-{self.sms}"
-
-    @property
-    def seed(self) -> int:
-        return 0
-
-    @property
-    def compile_key(self) -> tuple:
-        return ()
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def defaults_cases() -> list[DefaultsCase]:

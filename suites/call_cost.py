@@ -1,0 +1,179 @@
+"""What one call costs besides its kernel: a decode step calls the op many times a second,
+often from a captured CUDA graph, so an unchecked call (``validate=False``) on a GPU is one
+kernel launch and nothing else: no host sync, no other device work (no fill of the result, no
+copy of an input, no tensor made per call). A checked call reads the lengths and the table on
+the host, at a cost that must not grow with the batch: the same tensor operations and host
+reads for 8 times the sequences (no check per sequence, no read of one value at a time).
+
+Every value stays right under each of these costs, so no check of values sees them. The GPU
+call runs here on fake CUDA tensors (no GPU needed), its kernel launch and device switch
+recorded instead of made, every tensor operation recorded on its way to the fake tensors. A
+``CallCostCase`` is a case of the curated and exhaustive suites, so ``kmut`` holds the
+launcher to it as pytest does.
+"""
+
+import collections
+import contextlib
+import sys
+from dataclasses import dataclass, replace
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from suites.cases import Case, HostCase
+from suites.check import build_inputs
+from suites.fake_gpu import RecordedDeviceSwitch, on_fake_gpu
+
+# the operations a call may make on a GPU's tensors: its result allocated (no kernel runs),
+# and views of its inputs (none copies)
+ALLOCATIONS = {"aten.empty.memory_format", "aten.empty_strided.default"}
+
+# calls that between them take the launcher's branches: live-row counts given or not, both
+# cache layouts, every knob given
+CALLS = {
+    "flat": Case(heads=32, head_dim=64),
+    "preshuffle-lens": Case(heads=32, head_dim=64, kv_block=16, preshuffle=True, next_n=3, next_n_lens="ragged",
+                            batch=3),
+    "narrow-tile-knobs": Case(heads=32, head_dim=64, block_n=16, splits=3, kv_block=5),
+}
+# every way a caller waits for the GPU from the host
+_SYNCS = ((torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"),
+          (torch.cuda.Stream, "query"), (torch.cuda.Event, "query"))
+
+
+@dataclass(frozen=True)
+class CallCostCase(HostCase):
+    """One unchecked GPU call of ``CALLS[call]``, into a result the op allocates or the
+    caller's; or, ``checked``, the checked call on the host at its batch and 8 times it."""
+
+    call: str
+    caller_out: bool = False
+    checked: bool = False
+
+    @property
+    def id(self) -> str:
+        if self.checked:
+            return f"call-cost-{self.call}-checked"
+        return f"call-cost-{self.call}-{'caller-out' if self.caller_out else 'fresh-out'}"
+
+
+def call_cost_cases() -> list[CallCostCase]:
+    return [CallCostCase(call, caller_out) for call in sorted(CALLS) for caller_out in (False, True)] + \
+        [CallCostCase(call, checked=True) for call in sorted(CALLS)]
+
+
+@dataclass
+class GpuCall:
+    """What one call did: tensor operations (name, whether a view), kernel launches (their
+    grids) and host syncs (by name)."""
+
+    made: list
+    launched: list
+    synced: list
+
+    def device_work(self) -> list[str]:
+        return [op for op, is_view in self.made if not is_view and op not in ALLOCATIONS]
+
+    def allocations(self) -> list[str]:
+        return [op for op, _ in self.made if op in ALLOCATIONS]
+
+
+class _Operations(TorchDispatchMode):
+    def __init__(self, made: list):
+        super().__init__()
+        self.made = made
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.made.append((str(func), func.is_view))
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _replaced(replacements):
+    """Each (owner, name, value) set for the block, then put back."""
+    missing = object()
+    saved = [(owner, name, vars(owner).get(name, missing)) for owner, name, _ in replacements]
+    try:
+        for owner, name, value in replacements:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            if value is missing:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+
+def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
+    """Run ``op`` (its launcher module ``launcher``, by default ``op``'s own) once, as
+    ``validate=False`` on fake CUDA tensors, and record what it did."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    launcher = launcher or sys.modules[op.__module__]
+    call = GpuCall([], [], [])
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: call.launched.append(grid)
+
+    class Switch(RecordedDeviceSwitch):  # the launcher makes the tensors' GPU current; none exists here
+        switches = []
+
+    replacements = [(launcher, "_paged_mqa_logits_kernel", Kernel()), (launcher, "device_sms", lambda device: 132),
+                    (torch.cuda, "device", Switch)]
+    replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs: call.synced.append(_name))
+                     for owner, name in _SYNCS]
+    fixed = CALLS[case.call]
+    inputs = build_inputs(fixed)
+    with _replaced(replacements), FakeTensorMode():
+        args = [on_fake_gpu(a) for a in inputs.op_args()]
+        keywords = {name: on_fake_gpu(value) for name, value in inputs.op_kwargs().items()}
+        if case.caller_out:
+            keywords["out"] = torch.empty(args[0].shape[0] * args[0].shape[1], inputs.max_model_len,
+                                          dtype=torch.float32, device="cuda:0")
+        with _Operations(call.made):
+            op(*args, **keywords, **fixed.tuning(), validate=False)
+    return call
+
+
+def checked_call_operations(op, call: Case, launcher=None) -> collections.Counter:
+    """The tensor operations, by name, of one checked call of ``op`` on the host (the kernel
+    launch recorded, not made)."""
+    launcher = launcher or sys.modules[op.__module__]
+    launched, made = [], []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append(grid)
+
+    inputs = build_inputs(call)
+    with _replaced([(launcher, "_paged_mqa_logits_kernel", Kernel())]), _Operations(made):
+        op(*inputs.op_args(), **inputs.op_kwargs(), **call.tuning(), validate=True)
+    if len(launched) != 1:
+        raise AssertionError(f"a checked call of {call.id}: {len(launched)} kernel launches")
+    return collections.Counter(name for name, _ in made)
+
+
+def check_call_cost(case: CallCostCase, op) -> None:
+    """Raise AssertionError unless an unchecked GPU call of ``op`` is one launch and nothing
+    else: no host sync, no device work, one allocation (the result), none into a caller's; or,
+    for a ``checked`` case, unless a checked call's host work is the same at 8 times the batch."""
+    if case.checked:
+        fixed = CALLS[case.call]
+        few, many = (checked_call_operations(op, replace(fixed, batch=batch)) for batch in (fixed.batch, 8 * fixed.batch))
+        if few != many:
+            grown = {name: (few[name], many[name]) for name in sorted(few | many) if few[name] != many[name]}
+            raise AssertionError(f"a checked call's host work grows with the batch ({case.id}): operations at batch"
+                                 f" {fixed.batch} and {8 * fixed.batch}: {grown}")
+        return
+    call = unchecked_gpu_call(op, case)
+    where = f"an unchecked GPU call ({case.id})"
+    if len(call.launched) != 1:
+        raise AssertionError(f"{where}: {len(call.launched)} kernel launches")
+    if call.synced:
+        raise AssertionError(f"{where} waits for the GPU: {call.synced}")
+    if call.device_work():
+        raise AssertionError(f"{where} runs device work besides its kernel: {call.device_work()}")
+    if len(call.allocations()) != (0 if case.caller_out else 1):
+        raise AssertionError(f"{where}: allocations {call.allocations()}")
