@@ -1178,6 +1178,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="live-rows-unchecked-where-a-context-is-short",
+        description="the live-row check is skipped where a context is already short of its live rows (\"the"
+                    " context check reports it\"): live rows past next_n are blamed on context_lens",
+        exposed_by=Exposure("live rows past next_n on a context of next_n tokens (an input edit)",
+                            _edit("next_n_lens-past-next-n-and-its-context")),
+        site=m.If(body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(
+            m.Name("bad"))])]), m.ZeroOrMore()])),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "next_n_lens is not None and not bool((lens < live).any())")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

@@ -531,6 +531,15 @@ def _next_n_lens_entry(value: Callable[[OpInputs], int]) -> Callable[[OpInputs],
     return change
 
 
+def _next_n_lens_past_next_n_and_its_context(inputs: OpInputs) -> Call:
+    """The last sequence's live rows one past next_n, its context next_n tokens: the context
+    alone is valid, so the live rows are to blame, whichever check runs first."""
+    next_n = inputs.q.shape[1]
+    lens, contexts = inputs.next_n_lens.clone(), inputs.context_lens.clone()
+    lens[-1], contexts[-1] = next_n + 1, next_n
+    return Call(replace(inputs, next_n_lens=lens, context_lens=contexts))
+
+
 def _head_dim(size: Callable[[int], int]) -> Callable[[OpInputs], Call]:
     """q and the cache cut to a head dim of ``size(D)`` channels."""
 
@@ -1184,6 +1193,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
                   bases=("small", "small-next-n-1")),
     _out_of_range("next_n_lens-past-next-n", "next_n_lens",
                   _next_n_lens_entry(lambda i: i.q.shape[1] + 1), _has_next_n_lens, bases=("small", "small-next-n-1")),
+    _out_of_range("next_n_lens-past-next-n-and-its-context", "next_n_lens", _next_n_lens_past_next_n_and_its_context,
+                  _has_next_n_lens, bases=("small", "small-next-n-1")),
     _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
