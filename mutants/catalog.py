@@ -1191,6 +1191,20 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="launch-on-a-stream-of-its-own",
+        description="the launcher launches on a stream of its own (\"to overlap the step's attention"
+                    " kernels\"): the launch is no longer ordered after the caller's work that wrote its inputs,"
+                    " nor the caller's next kernel after it",
+        exposed_by=Exposure("any unchecked GPU call", _call_cost(lambda case: not case.checked)),
+        site=m.With(items=[m.WithItem(item=m.Name("on_device"))]),
+        mutate=lambda node: node.with_changes(items=[
+            node.items[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+            cst.WithItem(_expr("torch.cuda.stream(torch.cuda.Stream(self.out.device)"
+                               " if self.out.device.type == 'cuda' else None)"))]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

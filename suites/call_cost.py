@@ -1,7 +1,7 @@
 """What one call costs besides its kernel: a decode step calls the op many times a second,
 often from a captured CUDA graph, so an unchecked call (``validate=False``) on a GPU is one
-kernel launch and nothing else: no host sync, no other device work (no fill of the result, no
-copy of an input, no tensor made per call). A checked call reads the lengths and the table on
+kernel launch on the caller's current stream and nothing else: no host sync, no stream of its
+own, no other device work (no fill of the result, no copy of an input, no tensor made per call). A checked call reads the lengths and the table on
 the host, at a cost that must not grow with the batch: the same tensor operations and host
 reads for 8 times the sequences (no check per sequence, no read of one value at a time).
 
@@ -39,6 +39,8 @@ CALLS = {
 # every way a caller waits for the GPU from the host
 _SYNCS = ((torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"),
           (torch.cuda.Stream, "query"), (torch.cuda.Event, "query"))
+# every way code makes or picks the stream a launch goes to
+_STREAM_SWITCHES = ((torch.cuda, "Stream"), (torch.cuda, "stream"), (torch.cuda, "set_stream"), (torch.cuda, "StreamContext"))
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,12 @@ def call_cost_cases() -> list[CallCostCase]:
 @dataclass
 class GpuCall:
     """What one call did: tensor operations (name, whether a view), kernel launches (their
-    grids) and host syncs (by name)."""
+    grids), host syncs and stream switches (by name)."""
 
     made: list
     launched: list
     synced: list
+    streams: list
 
     def device_work(self) -> list[str]:
         return [op for op, is_view in self.made if not is_view and op not in ALLOCATIONS]
@@ -111,7 +114,7 @@ def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     launcher = launcher or sys.modules[op.__module__]
-    call = GpuCall([], [], [])
+    call = GpuCall([], [], [], [])
 
     class Kernel:
         def __getitem__(self, grid):
@@ -124,6 +127,8 @@ def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
                     (torch.cuda, "device", Switch)]
     replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs: call.synced.append(_name))
                      for owner, name in _SYNCS]
+    replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs:
+                      call.streams.append(_name) or contextlib.nullcontext()) for owner, name in _STREAM_SWITCHES]
     fixed = CALLS[case.call]
     inputs = build_inputs(fixed)
     with _replaced(replacements), FakeTensorMode():
@@ -173,6 +178,8 @@ def check_call_cost(case: CallCostCase, op) -> None:
         raise AssertionError(f"{where}: {len(call.launched)} kernel launches")
     if call.synced:
         raise AssertionError(f"{where} waits for the GPU: {call.synced}")
+    if call.streams:  # the caller's current stream orders the launch after the step's earlier work
+        raise AssertionError(f"{where} launches on a stream of its own choosing: {call.streams}")
     if call.device_work():
         raise AssertionError(f"{where} runs device work besides its kernel: {call.device_work()}")
     if len(call.allocations()) != (0 if case.caller_out else 1):

@@ -67,6 +67,22 @@ def test_a_gpu_call_that_waits_for_the_gpu_is_caught(monkeypatch):
         check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
 
 
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_gpu_call_on_a_stream_of_its_own_is_caught(monkeypatch):
+    """The check's witness: a launcher that launches on a stream of its own (\"to overlap the
+    step's attention kernels\") fails it: the launch is no longer ordered after the work the
+    caller queued before it, on the caller's stream, which wrote the inputs."""
+    run = launcher.Launch.run
+
+    def on_its_own_stream(self):
+        with torch.cuda.stream(None):  # a stream the launcher made, on a GPU
+            return run(self)
+
+    monkeypatch.setattr(launcher.Launch, "run", on_its_own_stream)
+    with pytest.raises(AssertionError, match="launches on a stream of its own choosing"):
+        check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
+
+
 def test_a_checked_call_that_reads_each_sequence_is_caught(monkeypatch):
     """The check's witness: validation that reads the lengths one sequence at a time (a host
     read each, on a GPU a sync each) fails it; its values and rejections stay right."""
