@@ -1205,6 +1205,28 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="op-in-inference-mode",
+        description="the op runs under torch.inference_mode (\"no autograd bookkeeping on the decode path\"):"
+                    " the result it allocates is an inference tensor, which a caller outside that mode cannot"
+                    " update in place",
+        exposed_by=Exposure("a result the op allocates (any logits case)", _logits(lambda case: True)),
+        site=m.FunctionDef(name=m.Name("fp8_paged_mqa_logits")),
+        mutate=lambda node: node.with_changes(decorators=[cst.Decorator(_expr("torch.inference_mode()"))]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="pool-blocks-counted-from-the-storage",
+        description="the blocks a table may name are counted from the cache's storage (\"a layer's cache is a"
+                    " view into the engine's pool\"): an entry past the layer, in the next layer's blocks, passes",
+        exposed_by=Exposure("a table entry one past the cache in a pool of two layers (an input edit)",
+                            _edit("block_table-first-block-of-the-next-layer")),
+        site=m.Call(func=m.Name("Dims")),
+        mutate=_with_arg(5, "kv_cache.untyped_storage().nbytes() // (kv_block * row_bytes)"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

@@ -84,6 +84,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
     assert fresh.dtype == torch.float32, f"the op's own result is {fresh.dtype}; the contract's is float32"
+    assert not fresh.is_inference(), "the op's own result is an inference tensor: outside inference mode the caller" \
+                                     " cannot update it in place (the logits masked before a top-k)"
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
     assert fresh.stride() == (max_model_len, 1), \
         f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len] tensor is dense"

@@ -499,6 +499,17 @@ def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool,
     return change
 
 
+def _in_a_pool_of_two_layers(change: Callable[[OpInputs], Call]) -> Callable[[OpInputs], Call]:
+    """``change`` on a cache that is the first layer of a pool of two, as a serving engine
+    keeps its layers: one storage, the second layer's blocks right after the cache's own."""
+
+    def edit(inputs: OpInputs) -> Call:
+        blocks = inputs.kv_cache.shape[0]
+        return change(replace(inputs, kv_cache=torch.cat([inputs.kv_cache, inputs.kv_cache])[:blocks]))
+
+    return edit
+
+
 def _unused_entries_out_of_range(inputs: OpInputs) -> Call:
     table = inputs.block_table.clone()
     for b in range(_batch(inputs)):
@@ -1197,6 +1208,10 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
                   _has_next_n_lens, bases=("small", "small-next-n-1")),
     _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
+    # the next layer's first block: inside the cache's storage, outside the cache
+    _out_of_range("block_table-first-block-of-the-next-layer", "block_table",
+                  _in_a_pool_of_two_layers(_table_entry(lambda i: i.kv_cache.shape[0], last_column=True)),
+                  bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
                   _table_entry(lambda i: -1, last_column=True), bases=("small", "small-uniform")),
     # in the longest sequence, whose last block a check that counts whole blocks leaves out

@@ -172,6 +172,16 @@ def test_a_knob_that_changes_the_bits_fails_the_case():
         check_case(small, op_nudged_by_block_n)
 
 
+def test_a_result_made_in_inference_mode_fails_the_case():
+    """An op run under ``torch.inference_mode`` (\"no autograd bookkeeping on the decode path\")
+    returns an inference tensor, which a caller outside that mode cannot update in place."""
+    inference = torch.inference_mode()(kernel.fp8_paged_mqa_logits)
+    with pytest.raises(RuntimeError, match="[Ii]nplace update to inference tensor"):
+        inference(*build_inputs(replace(BASE, heads=32, head_dim=64)).op_args()).masked_fill_(torch.tensor(True), 0.0)
+    with pytest.raises(AssertionError, match="an inference tensor"):
+        check_case(replace(BASE, heads=32, head_dim=64), inference)
+
+
 def test_a_case_with_no_knob_calls_the_op_twice():
     calls = []
 
