@@ -1,0 +1,98 @@
+"""Each call stands alone: the op keeps nothing from one call to the next.
+
+A serving engine calls the op from several threads at once (a target and a draft model,
+per-request workers) and from captured graphs replayed with new values. A plan, a result
+buffer or a checked verdict remembered by the launcher ("the decode loop plans the same shapes
+step after step") is state that another call may read half-written, or under a key that
+misses what changed: a race shows only now and then, and a stale entry only on a call that a
+single-threaded suite never makes. So the launcher keeps none: after calls of every kind, its
+modules' globals, their containers' contents and its functions' and classes' attributes are
+what they were before, so no such state exists for a race to reach.
+"""
+
+import sys
+import types
+
+import torch
+
+import kernel  # noqa: F401  (selects the interpreter on a machine without CUDA)
+import kernel.paged_mqa_logits as launcher
+from suites.cases import Case
+from suites.check import build_inputs
+
+CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
+                                                                  next_n_lens="ragged", preshuffle=True))
+_CONTAINERS = (list, dict, set, bytearray)
+
+
+def _contents(value) -> tuple:
+    """What a mutable value holds, by the identity of each item."""
+    if isinstance(value, dict):
+        return tuple((key, id(item)) for key, item in value.items())
+    if isinstance(value, (list, bytearray)):
+        return tuple(map(id, value)) if isinstance(value, list) else bytes(value)
+    return tuple(sorted(map(id, value)))
+
+
+def _attributes(owner) -> dict:
+    return {name: (id(value), _contents(value) if isinstance(value, _CONTAINERS) else None)
+            for name, value in vars(owner).items()}
+
+
+def op_state(package: str = "kernel") -> dict:
+    """Every global of the op's modules, with the contents of its containers, and the
+    attributes of the functions and classes they define."""
+    state = {}
+    for name, module in sorted(sys.modules.items()):
+        if name != package and not name.startswith(package + "."):
+            continue
+        state[name] = _attributes(module)
+        for attribute, value in vars(module).items():
+            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
+                state[f"{name}.{attribute}"] = _attributes(value)
+    return state
+
+
+def _changes(before: dict, after: dict) -> list[str]:
+    changed = []
+    for owner in sorted(before.keys() | after.keys()):
+        old, new = before.get(owner, {}), after.get(owner, {})
+        changed += [f"{owner}.{name}" for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
+    return changed
+
+
+def _calls(op, device) -> None:
+    for case in CALLS:
+        inputs = build_inputs(case).to(device)
+        out = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len, device=device)
+        for validate in (True, False):
+            op(*inputs.op_args(), **inputs.op_kwargs(), validate=validate)
+            op(*inputs.op_args(), **inputs.op_kwargs(), out=out, validate=validate)
+
+
+def test_the_op_keeps_no_state_between_calls(device):
+    _calls(launcher.fp8_paged_mqa_logits, device)  # whatever a first call sets up once (imports, the backend)
+    before = op_state()
+    _calls(launcher.fp8_paged_mqa_logits, device)
+    changed = _changes(before, op_state())
+    assert not changed, f"calls of the op changed its modules' state, which every later call may read: {changed}"
+
+
+def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device):
+    """The check's witness: the last plan kept for the next call of the same sizes, in a
+    module-level list that two threads would read and write without a lock."""
+    planned = launcher.plan_launch
+    monkeypatch.setattr(launcher, "_LAST_PLAN", [None, None], raising=False)
+
+    def remembering(*args, **keywords):
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+        if launcher._LAST_PLAN[0] != key:
+            launcher._LAST_PLAN[:] = key, planned(*args, **keywords)
+        return launcher._LAST_PLAN[1]
+
+    _calls(launcher.fp8_paged_mqa_logits, device)
+    before = op_state()
+    monkeypatch.setattr(launcher, "plan_launch", remembering)
+    _calls(launcher.fp8_paged_mqa_logits, device)
+    monkeypatch.setattr(launcher, "plan_launch", planned)
+    assert "kernel.paged_mqa_logits._LAST_PLAN" in _changes(before, op_state())
