@@ -171,3 +171,41 @@ def test_a_call_on_the_second_gpu_is_planned_there(monkeypatch):
         launch = launcher.plan_launch(*t.values(), TINY_MAX_MODEL_LEN, validate=False)
     devices = {str(arg.device) for arg in launch.args if isinstance(arg, torch.Tensor)}
     assert devices == {"cuda:1"} and str(launch.out.device) == "cuda:1"
+
+
+@FAKE_SECOND_GPU
+def test_each_gpu_of_a_host_is_planned_for_its_own_sm_count(monkeypatch):
+    """The split policy fills the SMs of the inputs' GPU: on a host of two unlike GPUs (132 and
+    66 SMs, cuda:0 current), calls on either, in either order, are each planned for their own
+    (an SM count asked once, of the current GPU, plans every GPU for cuda:0's). Fake tensors;
+    the device properties stubbed per device."""
+    from types import SimpleNamespace
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    import kernel.paged_mqa_logits as launcher
+    from kernel.tuning import resolve_tuning
+    from kernel.validation import check_inputs
+
+    sms = {0: 132, 1: 66}
+
+    def properties(device=None):
+        index = device if isinstance(device, int) else torch.device(device).index if device is not None else None
+        return SimpleNamespace(multi_processor_count=sms[0 if index is None else index])
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    for order in ((0, 1), (1, 0)):
+        for index in order:
+            with FakeTensorMode():  # 16 sequences of up to 32K tokens: the split count follows the SMs
+                device = f"cuda:{index}"
+                t = [torch.empty((16, 1, 64, 128), dtype=torch.float8_e4m3fn, device=device),
+                     torch.empty((512, 64, 1, 132), dtype=torch.uint8, device=device),
+                     torch.empty((16, 64), device=device), torch.empty(16, dtype=torch.int32, device=device),
+                     torch.empty((16, 512), dtype=torch.int32, device=device)]
+                launch = launcher.plan_launch(*t, 32768, validate=False)
+                dims = check_inputs(*t, 32768, next_n_lens=None, preshuffle=False, out=None, check_values=False)
+            want = resolve_tuning(dims, sms[index], False, None, None, None, None)
+            assert want.num_splits != resolve_tuning(dims, sms[1 - index], False, None, None, None, None).num_splits
+            assert launch.args[-1] == want.num_splits and launch.constexprs["BLOCK_N"] == want.block_n, \
+                f"cuda:{index} (order {order}): planned {launch.args[-1]} splits, its {sms[index]} SMs give {want}"
