@@ -28,6 +28,7 @@ from suites.call_cost import CallCostCase
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.rejections import EDITS, RejectionCase
+from suites.stateless import StatelessCase
 from suites.tuning_defaults import DefaultsCase
 
 LAUNCHER = TRITON_TARGET.device_file
@@ -42,8 +43,8 @@ class CatalogError(ValueError):
 @dataclass(frozen=True)
 class Exposure:
     """What a suite must hold for a bug to show: said in words, and as a test of one case
-    (a logits ``Case``, an input edit ``RejectionCase``, the pinned defaults' ``DefaultsCase``
-    or an unchecked GPU call's ``CallCostCase``)."""
+    (a logits ``Case``, an input edit ``RejectionCase``, the pinned defaults' ``DefaultsCase``,
+    an unchecked GPU call's ``CallCostCase`` or the calls of a ``StatelessCase``)."""
 
     text: str
     holds: Callable[[object], bool]
@@ -1224,6 +1225,20 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Call(func=m.Name("Dims")),
         mutate=_with_arg(5, "kv_cache.untyped_storage().nbytes() // (kv_block * row_bytes)"),
         path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="tunings-remembered-by-sizes",
+        description="the launcher remembers each tuning by the call's sizes, layout, device and knobs (\"a decode"
+                    " loop plans the same shapes step after step\"): right on every call alone, a cache that"
+                    " threads fill and read at once and that grows with every shape served",
+        exposed_by=Exposure("calls of new sizes after a warm-up (the stateless case)",
+                            lambda case: isinstance(case, StatelessCase)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"plan_launch.__dict__.setdefault((dims, preshuffle, str(q.device), tuple(sorted(knobs.items()))),"
+            f" {_code(node.value)})")),
+        path=LAUNCHER,
         side=HOST,
     ),
     Bug(

@@ -22,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
-from suites.fake_gpu import RecordedDeviceSwitch, on_fake_gpu
+from suites.fake_gpu import RecordedDeviceSwitch, on_fake_gpu, replaced
 
 # the operations a call may make on a GPU's tensors: its result allocated (no kernel runs),
 # and views of its inputs (none copies)
@@ -91,23 +91,6 @@ class _Operations(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@contextlib.contextmanager
-def _replaced(replacements):
-    """Each (owner, name, value) set for the block, then put back."""
-    missing = object()
-    saved = [(owner, name, vars(owner).get(name, missing)) for owner, name, _ in replacements]
-    try:
-        for owner, name, value in replacements:
-            setattr(owner, name, value)
-        yield
-    finally:
-        for owner, name, value in reversed(saved):
-            if value is missing:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, value)
-
-
 def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
     """Run ``op`` (its launcher module ``launcher``, by default ``op``'s own) once, as
     ``validate=False`` on fake CUDA tensors, and record what it did."""
@@ -131,7 +114,7 @@ def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
                       call.streams.append(_name) or contextlib.nullcontext()) for owner, name in _STREAM_SWITCHES]
     fixed = CALLS[case.call]
     inputs = build_inputs(fixed)
-    with _replaced(replacements), FakeTensorMode():
+    with replaced(replacements), FakeTensorMode():
         args = [on_fake_gpu(a) for a in inputs.op_args()]
         keywords = {name: on_fake_gpu(value) for name, value in inputs.op_kwargs().items()}
         if case.caller_out:
@@ -153,7 +136,7 @@ def checked_call_operations(op, call: Case, launcher=None) -> collections.Counte
             return lambda *args, **kwargs: launched.append(grid)
 
     inputs = build_inputs(call)
-    with _replaced([(launcher, "_paged_mqa_logits_kernel", Kernel())]), _Operations(made):
+    with replaced([(launcher, "_paged_mqa_logits_kernel", Kernel())]), _Operations(made):
         op(*inputs.op_args(), **inputs.op_kwargs(), **call.tuning(), validate=True)
     if len(launched) != 1:
         raise AssertionError(f"a checked call of {call.id}: {len(launched)} kernel launches")

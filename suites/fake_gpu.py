@@ -2,6 +2,8 @@
 no memory) and the launcher's device switch recorded instead of made, so any machine can hold
 the launcher to what it does on a GPU."""
 
+import contextlib
+
 import torch
 
 # the smallest valid call (one sequence, next_n 2, 16 heads of 32 channels, blocks of 16
@@ -49,3 +51,20 @@ class RecordedDeviceSwitch:
         switches: list = []
         monkeypatch.setattr(torch.cuda, "device", type("Switch", (cls,), {"switches": switches}))
         return switches
+
+
+@contextlib.contextmanager
+def replaced(replacements):
+    """Each (owner, name, value) set for the block, then put back."""
+    missing = object()
+    saved = [(owner, name, vars(owner).get(name, missing)) for owner, name, _ in replacements]
+    try:
+        for owner, name, value in replacements:
+            setattr(owner, name, value)
+        yield
+    finally:
+        for owner, name, value in reversed(saved):
+            if value is missing:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)

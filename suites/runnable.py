@@ -1,11 +1,12 @@
 """What the mutation runner runs: a suite's cases of every kind, shipped as plain dicts.
 
-A suite runs four kinds of case: the op on valid inputs against the oracle (``Case``,
+A suite runs five kinds of case: the op on valid inputs against the oracle (``Case``,
 checked by ``check_case``); an edit of valid inputs that the op must reject, or accept and
 compute (``RejectionCase``, checked by ``check_rejection``); the launcher's defaults against
-their pinned table (``DefaultsCase``, checked by ``check_defaults``); and what an unchecked
-GPU call does besides its launch (``CallCostCase``, checked by ``check_call_cost``). The
-curated and exhaustive suites hold all four, so validation, the launcher and its tuning are
+their pinned table (``DefaultsCase``, checked by ``check_defaults``); what an unchecked GPU
+call does besides its launch (``CallCostCase``, checked by ``check_call_cost``); and
+whether calls leave state behind (``StatelessCase``, checked by ``check_stateless``). The
+curated and exhaustive suites hold all five, so validation, the launcher and its tuning are
 held to the contract as the kernel is; the smoke suite only logits cases.
 """
 
@@ -19,10 +20,11 @@ from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
+from suites.stateless import StatelessCase, check_stateless, stateless_cases
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "call-cost": CallCostCase,
-         "gfx950": Gfx950Case}
+         "stateless": StatelessCase, "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
@@ -45,9 +47,10 @@ def resolve_device(requested: str | None) -> str:
 
 def suite_cases(name: str) -> list:
     """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits, the
-    launcher's defaults and the unchecked calls' cost."""
+    launcher's defaults, the unchecked calls' cost and the state calls leave."""
     cases = suite(name)
-    return cases + rejection_cases(name) + defaults_cases() + call_cost_cases() if name in SUITES_WITH_EDITS else cases
+    extra = rejection_cases(name) + defaults_cases() + call_cost_cases() + stateless_cases()
+    return cases + extra if name in SUITES_WITH_EDITS else cases
 
 
 def to_dict(case) -> dict:
@@ -71,6 +74,9 @@ def check(case, op, device: str | torch.device) -> None:
     if isinstance(case, CallCostCase):
         check_call_cost(case, op)
         return
+    if isinstance(case, StatelessCase):
+        check_stateless(case, op, device)
+        return
     if isinstance(case, Gfx950Case):
         check_gfx950_case(case, op, device)
         return
@@ -91,7 +97,7 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
         if case.tuning():
             calls.append({})
         return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
-    if isinstance(case, (DefaultsCase, CallCostCase)):
+    if isinstance(case, (DefaultsCase, CallCostCase, StatelessCase)):
         return []
     edit = EDITS[case.edit]
     if edit.error is not None or edit.planned_only:

@@ -1,84 +1,21 @@
-"""Each call stands alone: the op keeps nothing from one call to the next.
+"""Each call stands alone (``suites/stateless.py``), and proof that the check fails on a
+launcher that remembers a plan."""
 
-A serving engine calls the op from several threads at once (a target and a draft model,
-per-request workers) and from captured graphs replayed with new values. A plan, a result
-buffer or a checked verdict remembered by the launcher ("the decode loop plans the same shapes
-step after step") is state that another call may read half-written, or under a key that
-misses what changed: a race shows only now and then, and a stale entry only on a call that a
-single-threaded suite never makes. So the launcher keeps none: after calls of every kind, its
-modules' globals, their containers' contents and its functions' and classes' attributes are
-what they were before, so no such state exists for a race to reach.
-"""
+import pytest
 
-import sys
-import types
-
-import torch
-
-import kernel  # noqa: F401  (selects the interpreter on a machine without CUDA)
 import kernel.paged_mqa_logits as launcher
-from suites.cases import Case
-from suites.check import build_inputs
-
-# a first call of other sizes sets up what is set up once (imports, the backend); then calls of
-# new sizes, so that a cache of any key grows
-WARM_UP = (Case(heads=32, head_dim=64),)
-CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
-                                                                  next_n_lens="ragged", preshuffle=True))
-_CONTAINERS = (list, dict, set, bytearray)
-
-
-def _contents(value) -> tuple:
-    """What a mutable value holds, by the identity of each item."""
-    if isinstance(value, dict):
-        return tuple((key, id(item)) for key, item in value.items())
-    if isinstance(value, (list, bytearray)):
-        return tuple(map(id, value)) if isinstance(value, list) else bytes(value)
-    return tuple(sorted(map(id, value)))
-
-
-def _attributes(owner) -> dict:
-    return {name: (id(value), _contents(value) if isinstance(value, _CONTAINERS) else None)
-            for name, value in vars(owner).items()}
-
-
-def op_state(package: str = "kernel") -> dict:
-    """Every global of the op's modules, with the contents of its containers, and the
-    attributes of the functions and classes they define."""
-    state = {}
-    for name, module in sorted(sys.modules.items()):
-        if name != package and not name.startswith(package + "."):
-            continue
-        state[name] = _attributes(module)
-        for attribute, value in vars(module).items():
-            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
-                state[f"{name}.{attribute}"] = _attributes(value)
-    return state
-
-
-def _changes(before: dict, after: dict) -> list[str]:
-    changed = []
-    for owner in sorted(before.keys() | after.keys()):
-        old, new = before.get(owner, {}), after.get(owner, {})
-        changed += [f"{owner}.{name}" for name in sorted(old.keys() | new.keys(), key=repr) if old.get(name) != new.get(name)]
-    return changed
-
-
-def _calls(op, device, calls=CALLS) -> None:
-    for case in calls:
-        inputs = build_inputs(case).to(device)
-        out = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len, device=device)
-        for validate in (True, False):
-            op(*inputs.op_args(), **inputs.op_kwargs(), validate=validate)
-            op(*inputs.op_args(), **inputs.op_kwargs(), out=out, validate=validate)
+from kernel import fp8_paged_mqa_logits
+from suites.runnable import check, from_dict, to_dict
+from suites.stateless import StatelessCase, stateless_cases
 
 
 def test_the_op_keeps_no_state_between_calls(device):
-    _calls(launcher.fp8_paged_mqa_logits, device, WARM_UP)
-    before = op_state()
-    _calls(launcher.fp8_paged_mqa_logits, device)
-    changed = _changes(before, op_state())
-    assert not changed, f"calls of the op changed its modules' state, which every later call may read: {changed}"
+    for case in stateless_cases():
+        check(case, fp8_paged_mqa_logits, device)
+
+
+def test_cases_travel_as_records():
+    assert all(from_dict(to_dict(c)) == c for c in stateless_cases())
 
 
 def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device):
@@ -88,14 +25,11 @@ def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device):
     monkeypatch.setattr(launcher, "_LAST_PLAN", [None, None], raising=False)
 
     def remembering(*args, **keywords):
-        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+        key = tuple(tuple(a.shape) if hasattr(a, "shape") else a for a in args)
         if launcher._LAST_PLAN[0] != key:
             launcher._LAST_PLAN[:] = key, planned(*args, **keywords)
         return launcher._LAST_PLAN[1]
 
-    _calls(launcher.fp8_paged_mqa_logits, device, WARM_UP)
-    before = op_state()
     monkeypatch.setattr(launcher, "plan_launch", remembering)
-    _calls(launcher.fp8_paged_mqa_logits, device)
-    monkeypatch.setattr(launcher, "plan_launch", planned)
-    assert "kernel.paged_mqa_logits._LAST_PLAN" in _changes(before, op_state())
+    with pytest.raises(AssertionError, match=r"changed its modules' state.*_LAST_PLAN"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
