@@ -1138,7 +1138,7 @@ CATALOG: tuple[Bug, ...] = (
         description="the launcher allocates the result filled with -inf (\"the kernel writes only the causal"
                     " window\"): a fill kernel before every call's own, which writes every cell anyway",
         exposed_by=Exposure("an unchecked GPU call into a result the op allocates",
-                            _call_cost(lambda case: not case.caller_out)),
+                            _call_cost(lambda case: not case.checked and not case.caller_out)),
         site=_method("torch", "empty") & m.Call(args=[m.Arg(m.BinaryOperation()), m.ZeroOrMore()]),
         mutate=_replace_with("torch.full((dims.batch * dims.next_n, max_model_len), float('-inf'),"
                              " dtype=torch.float32, device=q.device)"),
@@ -1150,7 +1150,7 @@ CATALOG: tuple[Bug, ...] = (
         description="a call without next_n_lens gets a row of live counts made for it (every row live), which"
                     " the kernel compiled without live counts never reads: a tensor and a fill kernel per call",
         exposed_by=Exposure("an unchecked GPU call without next_n_lens",
-                            _call_cost(lambda case: case.call != "preshuffle-lens")),
+                            _call_cost(lambda case: not case.checked and case.call != "preshuffle-lens")),
         site=m.IfExp(test=m.Comparison(left=m.Name("next_n_lens")), body=m.Name("context_lens")),
         mutate=lambda node: node.with_changes(body=_expr("torch.full_like(context_lens, dims.next_n)")),
         path=LAUNCHER,
@@ -1160,7 +1160,7 @@ CATALOG: tuple[Bug, ...] = (
         name="launch-synchronized",
         description="a synchronize after every launch, left from debugging (\"a fault shows at the call that"
                     " made it\"): each decode step waits for the GPU, and a captured graph cannot hold the call",
-        exposed_by=Exposure("any unchecked GPU call", _call_cost(lambda case: True)),
+        exposed_by=Exposure("any unchecked GPU call", _call_cost(lambda case: not case.checked)),
         site=m.Call(func=m.Subscript(value=m.Name("_paged_mqa_logits_kernel"))),
         mutate=lambda node: _expr(f"({_code(node)}, torch.cuda.synchronize() if self.out.device.type == 'cuda'"
                                   f" else None)"),

@@ -1,9 +1,10 @@
 """What one call costs besides its kernel: a decode step calls the op many times a second,
 often from a captured CUDA graph, so an unchecked call (``validate=False``) on a GPU is one
 kernel launch on the caller's current stream and nothing else: no host sync, no stream of its
-own, no other device work (no fill of the result, no copy of an input, no tensor made per call). A checked call reads the lengths and the table on
-the host, at a cost that must not grow with the batch: the same tensor operations and host
-reads for 8 times the sequences (no check per sequence, no read of one value at a time).
+own, no other device work (no fill of the result, no copy of an input, no tensor made per
+call). A checked call reads the lengths and the table on the host, at a cost that must not
+grow with the batch: the same tensor operations and host reads for 8 times the sequences (no
+check per sequence, no read of one value at a time).
 
 Every value stays right under each of these costs, so no check of values sees them. The GPU
 call runs here on fake CUDA tensors (no GPU needed), its kernel launch and device switch
@@ -22,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
-from suites.fake_gpu import RecordedDeviceSwitch, on_fake_gpu, replaced
+from suites.fake_gpu import RecordedDeviceSwitch, RecordedLaunches, on_fake_gpu, replaced
 
 # the operations a call may make on a GPU's tensors: its result allocated (no kernel runs),
 # and views of its inputs (none copies)
@@ -40,7 +41,8 @@ CALLS = {
 _SYNCS = ((torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"),
           (torch.cuda.Stream, "query"), (torch.cuda.Event, "query"))
 # every way code makes or picks the stream a launch goes to
-_STREAM_SWITCHES = ((torch.cuda, "Stream"), (torch.cuda, "stream"), (torch.cuda, "set_stream"), (torch.cuda, "StreamContext"))
+_STREAM_SWITCHES = ((torch.cuda, "Stream"), (torch.cuda, "stream"), (torch.cuda, "set_stream"),
+                    (torch.cuda, "StreamContext"))
 
 
 @dataclass(frozen=True)
@@ -91,23 +93,16 @@ class _Operations(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
-    """Run ``op`` (its launcher module ``launcher``, by default ``op``'s own) once, as
-    ``validate=False`` on fake CUDA tensors, and record what it did."""
+def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
+    """Run ``op`` once, as ``validate=False`` on fake CUDA tensors, and record what it did."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    launcher = launcher or sys.modules[op.__module__]
-    call = GpuCall([], [], [], [])
-
-    class Kernel:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: call.launched.append(grid)
-
-    class Switch(RecordedDeviceSwitch):  # the launcher makes the tensors' GPU current; none exists here
-        switches = []
-
-    replacements = [(launcher, "_paged_mqa_logits_kernel", Kernel()), (launcher, "device_sms", lambda device: 132),
-                    (torch.cuda, "device", Switch)]
+    launcher = sys.modules[op.__module__]
+    kernel = RecordedLaunches()
+    call = GpuCall([], kernel.grids, [], [])
+    # the launcher makes the tensors' GPU current; none exists here
+    replacements = [(launcher, "_paged_mqa_logits_kernel", kernel), (launcher, "device_sms", lambda device: 132),
+                    (torch.cuda, "device", RecordedDeviceSwitch.fresh())]
     replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs: call.synced.append(_name))
                      for owner, name in _SYNCS]
     replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs:
@@ -125,21 +120,15 @@ def unchecked_gpu_call(op, case: CallCostCase, launcher=None) -> GpuCall:
     return call
 
 
-def checked_call_operations(op, call: Case, launcher=None) -> collections.Counter:
+def checked_call_operations(op, call: Case) -> collections.Counter:
     """The tensor operations, by name, of one checked call of ``op`` on the host (the kernel
     launch recorded, not made)."""
-    launcher = launcher or sys.modules[op.__module__]
-    launched, made = [], []
-
-    class Kernel:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: launched.append(grid)
-
+    kernel, made = RecordedLaunches(), []
     inputs = build_inputs(call)
-    with replaced([(launcher, "_paged_mqa_logits_kernel", Kernel())]), _Operations(made):
+    with replaced([(sys.modules[op.__module__], "_paged_mqa_logits_kernel", kernel)]), _Operations(made):
         op(*inputs.op_args(), **inputs.op_kwargs(), **call.tuning(), validate=True)
-    if len(launched) != 1:
-        raise AssertionError(f"a checked call of {call.id}: {len(launched)} kernel launches")
+    if len(kernel.grids) != 1:
+        raise AssertionError(f"a checked call of {call.id}: {len(kernel.grids)} kernel launches")
     return collections.Counter(name for name, _ in made)
 
 
@@ -149,7 +138,8 @@ def check_call_cost(case: CallCostCase, op) -> None:
     for a ``checked`` case, unless a checked call's host work is the same at 8 times the batch."""
     if case.checked:
         fixed = CALLS[case.call]
-        few, many = (checked_call_operations(op, replace(fixed, batch=batch)) for batch in (fixed.batch, 8 * fixed.batch))
+        few, many = (checked_call_operations(op, replace(fixed, batch=batch))
+                     for batch in (fixed.batch, 8 * fixed.batch))
         if few != many:
             grown = {name: (few[name], many[name]) for name in sorted(few | many) if few[name] != many[name]}
             raise AssertionError(f"a checked call's host work grows with the batch ({case.id}): operations at batch"

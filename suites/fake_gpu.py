@@ -1,6 +1,6 @@
 """A GPU call planned without a GPU: fake CUDA tensors (shapes, strides, dtypes and a device,
-no memory) and the launcher's device switch recorded instead of made, so any machine can hold
-the launcher to what it does on a GPU."""
+no memory), the launcher's device switch and kernel launch recorded instead of made, so any
+machine can hold the launcher to what it does on a GPU."""
 
 import contextlib
 
@@ -46,11 +46,27 @@ class RecordedDeviceSwitch:
         self.switches.append(None)
 
     @classmethod
+    def fresh(cls) -> type:
+        """A recording switch with a record of its own (in ``switches``)."""
+        return type("Switch", (cls,), {"switches": []})
+
+    @classmethod
     def installed(cls, monkeypatch) -> list:
         """Put a fresh recording switch in ``torch.cuda.device``; returns its record."""
-        switches: list = []
-        monkeypatch.setattr(torch.cuda, "device", type("Switch", (cls,), {"switches": switches}))
-        return switches
+        switch = cls.fresh()
+        monkeypatch.setattr(torch.cuda, "device", switch)
+        return switch.switches
+
+
+class RecordedLaunches:
+    """Stands in for the launcher's compiled kernel: ``kernel[grid](...)`` records the grid in
+    ``grids`` instead of launching."""
+
+    def __init__(self):
+        self.grids: list = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.grids.append(grid)
 
 
 @contextlib.contextmanager

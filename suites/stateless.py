@@ -18,7 +18,7 @@ import torch
 
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
-from suites.fake_gpu import replaced
+from suites.fake_gpu import RecordedLaunches, replaced
 
 # a first call of other sizes sets up what is set up once (imports, the backend); then calls of
 # new sizes, so that a cache of any key grows
@@ -28,12 +28,14 @@ CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_d
 _CONTAINERS = (list, dict, set, bytearray)
 
 
-def _contents(value) -> tuple:
+def _contents(value) -> tuple | bytes:
     """What a mutable value holds, by the identity of each item."""
     if isinstance(value, dict):
         return tuple((key, id(item)) for key, item in value.items())
-    if isinstance(value, (list, bytearray)):
-        return tuple(map(id, value)) if isinstance(value, list) else bytes(value)
+    if isinstance(value, list):
+        return tuple(map(id, value))
+    if isinstance(value, bytearray):
+        return bytes(value)
     return tuple(sorted(map(id, value)))
 
 
@@ -60,7 +62,8 @@ def _changes(before: dict, after: dict) -> list[str]:
     changed = []
     for owner in sorted(before.keys() | after.keys()):
         old, new = before.get(owner, {}), after.get(owner, {})
-        changed += [f"{owner}.{name}" for name in sorted(old.keys() | new.keys(), key=repr) if old.get(name) != new.get(name)]
+        changed += [f"{owner}.{name}" for name in sorted(old.keys() | new.keys(), key=repr)
+                    if old.get(name) != new.get(name)]
     return changed
 
 
@@ -91,16 +94,11 @@ def stateless_cases() -> list[StatelessCase]:
 def check_stateless(case: StatelessCase, op, device) -> None:
     """Raise AssertionError, naming what changed, unless calls of ``op`` leave its package's
     state as they found it."""
-    launcher = sys.modules[op.__module__]
-
-    class Kernel:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: None
-
-    with replaced([(launcher, "_paged_mqa_logits_kernel", Kernel())]):
+    package = op.__module__.split(".")[0]
+    with replaced([(sys.modules[op.__module__], "_paged_mqa_logits_kernel", RecordedLaunches())]):
         _calls(op, device, WARM_UP)
-        before = op_state(op.__module__.split(".")[0])
+        before = op_state(package)
         _calls(op, device, CALLS)
-        changed = _changes(before, op_state(op.__module__.split(".")[0]))
+        changed = _changes(before, op_state(package))
     if changed:
         raise AssertionError(f"calls of the op changed its modules' state, which every later call may read: {changed}")

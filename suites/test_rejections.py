@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from kernel import fp8_paged_mqa_logits
-from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, is_readable, rejection_cases
 from suites.fake_gpu import REQUIRED, TINY_MAX_MODEL_LEN, RecordedDeviceSwitch, tiny_call_tensors
+from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, is_readable, rejection_cases
 from suites.runnable import check
 
 CASES = rejection_cases()
@@ -45,9 +45,8 @@ def test_a_tensor_on_another_gpu_of_the_host_is_refused(name):
     with FakeTensorMode():
         tensors = tiny_call_tensors(lambda n: "cuda:1" if n == name else "cuda:0")
         with pytest.raises(ValueError, match=f"^{name}: expected a tensor on cuda:0, where the other tensors are"):
-            fp8_paged_mqa_logits(tensors["q"], tensors["kv_cache"], tensors["weights"], tensors["context_lens"],
-                                 tensors["block_table"], TINY_MAX_MODEL_LEN, next_n_lens=tensors["next_n_lens"], out=tensors["out"],
-                                 validate=False)
+            fp8_paged_mqa_logits(*(tensors[n] for n in REQUIRED), TINY_MAX_MODEL_LEN,
+                                 next_n_lens=tensors["next_n_lens"], out=tensors["out"], validate=False)
 
 
 def test_an_edit_off_its_base_is_refused(device):
@@ -189,9 +188,9 @@ def test_each_gpu_of_a_host_is_planned_for_its_own_sm_count(monkeypatch):
 
     sms = {0: 132, 1: 66}
 
-    def properties(device=None):
-        index = device if isinstance(device, int) else torch.device(device).index if device is not None else None
-        return SimpleNamespace(multi_processor_count=sms[0 if index is None else index])
+    def properties(device=None):  # an index, a device, or None for the current one (cuda:0)
+        index = device if isinstance(device, int) or device is None else torch.device(device).index
+        return SimpleNamespace(multi_processor_count=sms[index or 0])
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
