@@ -158,10 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
-    run.add_argument("--interpreter-check", dest="interpreter_check", action="store_true",
+    run.add_argument("--interpreter-check", dest="interpreter_check", action=argparse.BooleanOptionalAction,
+                     default=None,
                      help="on CUDA, re-run the survivors and timeouts on Triton's CPU interpreter, which bounds-checks"
                           " every access, holds every compiler hint to its values and every launch's work to its"
-                          " model: a failing case kills the mutant")
+                          " model: a failing case kills the mutant (default: on for CUDA runs where this machine's"
+                          " Triton and numpy run the interpreter, off with --ray)")
     run.add_argument("--classify", dest="classify", choices=("before", "after", "never"), default=None,
                      help="when to classify device mutants by their compiled code: before running them (the default"
                           " on cuda, where a run compiles the kernels anyway), after, only the survivors (the default"
@@ -306,6 +308,25 @@ def cmd_run(args) -> int:
         leave_cluster(cluster)
 
 
+def _interpreter_check(asked: bool | None, device: str, cluster) -> bool:
+    """Whether the CUDA run's survivors go on to the interpreter check: as asked, else on
+    for a run on this machine's GPUs whose Triton and numpy run the interpreter (the run
+    says why not where they cannot)."""
+    if asked is not None:
+        return asked
+    if device != "cuda" or cluster is not None:
+        return False
+    import numpy
+    import triton
+
+    from kernel import interpreter_incompatibility
+
+    why = interpreter_incompatibility(triton.__version__, numpy.__version__)
+    if why:
+        print(f"kmut: no interpreter check: {why}", file=sys.stderr)
+    return why is None
+
+
 def _sweep(args, cluster) -> int:
     """Run the selection on this machine's workers, or as tasks on ``cluster`` (a Ray cluster joined)."""
     from mutants.runner import BaselineError, ProgressPrinter, Runner
@@ -322,6 +343,7 @@ def _sweep(args, cluster) -> int:
     sanitizer = _sanitizer(device) if args.sanitize else None
     if args.interpreter_check and device != "cuda":
         raise UsageError("--interpreter-check checks CUDA runs; on the CPU every case runs on the interpreter already")
+    interpreter_check = _interpreter_check(args.interpreter_check, device, cluster)
     progress = ProgressPrinter()
     runner = engine(cases=cases, device=device, jobs=jobs, store=None, scope=None, progress=progress,
                     space_budget=args.space_budget or None, target=TARGETS[args.target],
@@ -362,7 +384,7 @@ def _sweep(args, cluster) -> int:
         if sanitizer:
             with clock.phase("memcheck"):
                 runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
-        if args.interpreter_check:
+        if interpreter_check:
             from mutants.interpreter_check import recheck
 
             print("kmut: interpreter check: the survivors on Triton's CPU interpreter, every access bounds-checked"

@@ -322,6 +322,8 @@ class Runner:
         self.snapshot = take_snapshot(root, self.workdir / "project", target.package)
         self.case_seconds: dict[str, float] = {}
         self.case_peaks: dict[str, int] = {}  # case id -> the baseline's peak GPU memory
+        # orders the cases no baseline timed (case -> a sortable guess of its cost), else None
+        self.cost_guess = None
         # large cases take their share of each GPU's memory through a gate (none on the CPU)
         self.memory_gates = {d: str(self.workdir / f"memory-{d}") for d in self.devices if d.startswith("cuda")}
         # mutant id -> the compile target where classification found its code to differ
@@ -430,9 +432,9 @@ class Runner:
         self._case_target_keys = self._case_compile_keys = None
         return list(range(start, len(self.cases)))
 
-    def baseline_cases(self, indices: list[int]) -> dict[int, CaseRecord]:
+    def baseline_cases(self, indices: list[int], label: str = "candidates") -> dict[int, CaseRecord]:
         """The unmutated kernel on added cases; the time of each it passes sets its timeout."""
-        outcomes = self._original_on(indices, self.overlay("original"), label="candidates")
+        outcomes = self._original_on(indices, self.overlay("original"), label=label)
         results = {i: r for progress in outcomes for i, r in progress.results.items()}
         passed = {self.case_ids[i]: r for i, r in results.items() if r.result == PASS}
         self.case_seconds.update({case_id: r.seconds for case_id, r in passed.items()})
@@ -686,8 +688,10 @@ class Runner:
     def cheapest_first(self) -> list[int]:
         """Case indices by the baseline's time per case, fastest first (suite order on ties):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
-        shapes) go before the expensive ones."""
-        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds_by_index(i), i))
+        shapes) go before the expensive ones. Cases no baseline timed go last, by
+        ``cost_guess`` where one is set."""
+        guess = self.cost_guess or (lambda case: 0)
+        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds_by_index(i), guess(self.cases[i]), i))
 
     def first_kill_order(self) -> list[int]:
         """The order of a mutant with no kill history: the first share cheapest first, then the

@@ -2,14 +2,17 @@
 
 import pytest
 
+import kernel
 from mutants import cli
 from mutants.catalog import catalog_mutants
-from mutants.interpreter_check import INTERPRETED, recheck
+from mutants.interpreter_check import INTERPRETED, interpreter_cost, recheck
 from mutants.mutant import Mutant, read_source, source_digest
-from mutants.runner import PENDING_DETAIL, Runner
+from mutants.runner import PENDING_DETAIL, BaselineError, Runner
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
-from suites.cases import smoke
+from suites.cases import Case, smoke
+from suites.runnable import suite_cases
+from suites.tuning_defaults import DefaultsCase
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
@@ -27,9 +30,7 @@ def test_survivors_of_a_cuda_run_die_where_only_the_interpreter_sees_their_bug(t
     bugs = {m.id: m for m in catalog_mutants()}
     work_bug, pending = bugs["split-runs-to-context-end"], bugs["causal-off-by-one"]
     slow = bugs["fill-walks-past-the-row"]  # timed out on the GPU
-    source = read_source(TRITON_TARGET.device_file)
-    comment = Mutant(id="comment", origin="test", path=TRITON_TARGET.device_file, line=1, column=0, before="",
-                     after="# c", description="a comment", exposed_by="", source=source + "\n# c\n", side="device")
+    comment = _comment_mutant()
     for mutant, detail in ((work_bug, ""), (comment, ""), (pending, f"{PENDING_DETAIL}: sass: same")):
         store.save(gpu, Result(mutant.key, mutant.id, "survived", detail, [], 1.0, {}))
     store.save(gpu, Result(slow.key, slow.id, "timeout", "a-case: no answer within 10 s", [], 10.0, {}))
@@ -46,6 +47,61 @@ def test_survivors_of_a_cuda_run_die_where_only_the_interpreter_sees_their_bug(t
     assert after[slow.key].detail.startswith(f"{INTERPRETED} (on cuda: a-case: no answer within 10 s): ")
     assert after[comment.key].outcome == "survived" and after[pending.key].outcome == "survived"
     assert set(store.results(cpu, {m.key: m.id for m in mutants})) == {work_bug.key, comment.key, slow.key}
+
+
+def _comment_mutant() -> Mutant:
+    """A device mutant whose code is the original's: it fails exactly where the original does."""
+    source = read_source(TRITON_TARGET.device_file)
+    return Mutant(id="comment", origin="test", path=TRITON_TARGET.device_file, line=1, column=0, before="",
+                  after="# c", description="a comment", exposed_by="", source=source + "\n# c\n", side="device")
+
+
+def test_a_kill_on_a_case_the_original_fails_on_the_interpreter_is_no_kill(tmp_path):
+    """No whole baseline runs on the interpreter: the original runs the case that killed a
+    survivor there, and where it fails that case too the check is not made. A comment
+    "killed" by a case of an SM count no pinned table has would otherwise count."""
+    store = Store(tmp_path / "results.sqlite")
+    gpu = Scope("smoke", "gpu-run", "first-kill", "cuda")
+    cpu = Scope("smoke", source_digest(), "first-kill", "cpu")
+    comment = _comment_mutant()
+    store.save(gpu, Result(comment.key, comment.id, "survived", "", [], 1.0, {}))
+    base = min(smoke(), key=lambda case: case.batch)
+    refused = DefaultsCase("7")  # the pinned defaults hold no table for 7 SMs
+    runner = Runner(cases=[refused, base], device="cpu", jobs=1, store=store, scope=gpu)
+    try:
+        with pytest.raises(BaselineError, match=f"the unmutated kernel fails {refused.id}, which killed a survivor"):
+            recheck(runner, [comment], interpreter_scope=cpu, jobs=1)
+    finally:
+        runner.close()
+    assert store.results(gpu, {comment.key: comment.id})[comment.key].outcome == "survived"
+
+
+def test_without_interpreter_times_the_survivors_try_the_logits_cases_first_cheapest_first(tmp_path):
+    """The interpreter's work and bounds checks hold every launch of a logits case; its cost
+    there grows with positions, rows, heads and channels, so a small case goes first."""
+    cases = suite_cases("curated")
+    runner = Runner(cases=cases, device="cpu", jobs=1, store=Store(tmp_path / "results.sqlite"),
+                    scope=Scope("curated", "d", "first-kill", "cpu"))
+    try:
+        runner.cost_guess = interpreter_cost
+        order = runner.cheapest_first()
+    finally:
+        runner.close()
+    logits = sum(isinstance(case, Case) for case in cases)
+    assert all(isinstance(cases[i], Case) for i in order[:logits])
+    costs = [interpreter_cost(cases[i]) for i in order]
+    assert costs == sorted(costs) and costs[0] < costs[logits - 1]
+
+
+def test_the_interpreter_check_is_on_for_cuda_runs_where_the_interpreter_runs(monkeypatch, capsys):
+    assert cli._interpreter_check(None, "cuda", None) is True
+    assert cli._interpreter_check(None, "cpu", None) is False
+    assert cli._interpreter_check(None, "cuda", object()) is False  # a Ray cluster's nodes
+    assert cli._interpreter_check(False, "cuda", None) is False
+    monkeypatch.setattr(kernel, "interpreter_incompatibility", lambda triton, numpy: "kernel: no interpreter here")
+    capsys.readouterr()
+    assert cli._interpreter_check(None, "cuda", None) is False
+    assert capsys.readouterr().err == "kmut: no interpreter check: kernel: no interpreter here\n"
 
 
 def test_the_interpreter_check_is_for_cuda_runs(tmp_path, capsys):
