@@ -49,6 +49,13 @@ class Work:
         return sum(self.read.values()) + sum(self.written.values())
 
 
+def design_programs(batch: int, next_n: int, slot_group: int, num_splits: int) -> int:
+    """The programs of a launch as the design has them: one per sequence, slot group and split."""
+    # a group wider than next_n padded to a power of two only adds masked rows
+    group_slots = min(slot_group, 1 << (next_n - 1).bit_length())
+    return batch * -(-next_n // group_slots) * num_splits
+
+
 def kernel_work(args: dict) -> Work:
     """The model's work of a launch with ``args``: the kernel's arguments by parameter name,
     length tensors on the host. Its programs are one per sequence, slot group and split, as
@@ -62,7 +69,7 @@ def kernel_work(args: dict) -> Work:
     lengths = args["context_lens_ptr"].tolist()
     batch = len(lengths)
     live = args["next_n_lens_ptr"].tolist() if args["HAS_NEXT_N_LENS"] else [next_n] * batch
-    programs = batch * groups * args["num_splits"]
+    programs = design_programs(batch, next_n, args["SLOT_GROUP"], args["num_splits"])
     tiles = sum(-(-length // block_n) * -(-rows // group_slots) for length, rows in zip(lengths, live))
     row_tiles = -(-max_model_len // block_n)
 

@@ -1242,6 +1242,41 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="dependent-launch-option-dropped",
+        description="the launch options lose launch_pdl (\"the kernel waits for the previous grid anyway\"): a"
+                    " plain launch, whose start no longer overlaps the end of the step's previous kernel",
+        exposed_by=Exposure("any unchecked GPU call", _call_cost(lambda case: not case.checked)),
+        site=m.Call(func=m.Name("dict"), args=[m.Arg(keyword=m.Name("num_warps")), m.Arg(keyword=m.Name("launch_pdl"))]),
+        mutate=lambda node: node.with_changes(args=[node.args[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="grid-with-a-split-too-many",
+        description="the grid's second axis is the split count plus one (\"a program for the fill\"): the extra"
+                    " programs find no tile and no fill of their own, the same values, a launch slot and a length"
+                    " read each",
+        exposed_by=Exposure("any logits case (its planned grid; on the CPU also its work)", _logits(lambda c: True)),
+        site=m.Call(func=m.Name("Launch"), args=[m.Arg(value=m.Tuple()), m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[node.args[0].with_changes(value=_expr(
+            "(dims.batch * groups, tuning.num_splits + 1)")), *node.args[1:]]),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="eight-warps-for-wide-programs",
+        description="programs of 512 query rows or more may take, and by default take, 8 warps (\"its accumulator"
+                    " spills at 4\"): at one slot per program two warps share a slot's heads, whose sum on a GPU"
+                    " then differs in its bits from a 4-warp call's",
+        exposed_by=Exposure("a logits case of one slot of 512 heads or more per program",
+                            _logits(lambda c: c.heads >= 512)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("warp_choices"))], value=m.Call(func=m.Name("_warp_choices"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"{_code(node.value)} + ((8,) if rows >= 512 and 8 not in {_code(node.value)} else ())")),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

@@ -2,7 +2,9 @@
 often from a captured CUDA graph, so an unchecked call (``validate=False``) on a GPU is one
 kernel launch on the caller's current stream and nothing else: no host sync, no stream of its
 own, no other device work (no fill of the result, no copy of an input, no tensor made per
-call). A checked call reads the lengths and the table on the host, at a cost that must not
+call), and a programmatic dependent launch whatever the caller passes, so that the kernel's
+start overlaps the end of the step's previous kernel (it waits for that grid before touching
+memory; ``suites/test_compiles_for_hopper.py`` reads that in its PTX). A checked call reads the lengths and the table on the host, at a cost that must not
 grow with the batch: the same tensor operations and host reads for 8 times the sequences (no
 check per sequence, no read of one value at a time).
 
@@ -69,12 +71,13 @@ def call_cost_cases() -> list[CallCostCase]:
 @dataclass
 class GpuCall:
     """What one call did: tensor operations (name, whether a view), kernel launches (their
-    grids), host syncs and stream switches (by name)."""
+    grids, and their keywords in ``launch_keywords``), host syncs and stream switches (by name)."""
 
     made: list
     launched: list
     synced: list
     streams: list
+    launch_keywords: list
 
     def device_work(self) -> list[str]:
         return [op for op, is_view in self.made if not is_view and op not in ALLOCATIONS]
@@ -99,7 +102,7 @@ def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
 
     launcher = sys.modules[op.__module__]
     kernel = RecordedLaunches()
-    call = GpuCall([], kernel.grids, [], [])
+    call = GpuCall([], kernel.grids, [], [], kernel.keywords)
     # the launcher makes the tensors' GPU current; none exists here
     replacements = [(launcher, "_paged_mqa_logits_kernel", kernel), (launcher, "device_sms", lambda device: 132),
                     (torch.cuda, "device", RecordedDeviceSwitch.fresh())]
@@ -157,3 +160,8 @@ def check_call_cost(case: CallCostCase, op) -> None:
         raise AssertionError(f"{where} runs device work besides its kernel: {call.device_work()}")
     if len(call.allocations()) != (0 if case.caller_out else 1):
         raise AssertionError(f"{where}: allocations {call.allocations()}")
+    launched = call.launch_keywords[0]
+    if launched.get("launch_pdl") is not True or launched.get("DEPENDENT_LAUNCH") is not True:
+        raise AssertionError(f"{where} is not a programmatic dependent launch of a kernel that waits for the"
+                             f" previous grid: launch_pdl={launched.get('launch_pdl')!r},"
+                             f" DEPENDENT_LAUNCH={launched.get('DEPENDENT_LAUNCH')!r}")

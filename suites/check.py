@@ -9,7 +9,9 @@ the result) and leaves every keyword at its default where the call allows (a def
 op documents is part of the contract). Every other case (by seed) makes its fresh and
 third runs with ``validate=False``: the unchecked path computes the same values, and two
 results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
-tuning policy's choice for the call; a result the op allocated shares memory with no input
+tuning policy's choice for the call, a tuning the kernel can run (``unrunnable``: no warp
+splitting a next_n slot's heads, whose sum would then differ in its bits), on the design's
+grid (one program per sequence, slot group and split); a result the op allocated shares memory with no input
 and no other call's result, and no input tensor changes; the
 result it allocates is dense; the planned launch reads the caller's tensors where they lie (no
 copy), and planning under ``validate=False`` reads no tensor value (it plans on meta tensors). On the CPU interpreter every load and store is also bounds checked, and
@@ -17,6 +19,7 @@ every launch's loads, stores and dot FLOPs are held to the model of its work
 (``kernel/work.py``): a change that only does more work fails there.
 """
 
+import math
 from contextlib import contextmanager
 from dataclasses import fields
 
@@ -24,7 +27,7 @@ import torch
 
 from kernel.tuning import Tuning, device_sms, resolve_tuning
 from kernel.validation import Dims
-from kernel.work import Work, kernel_work, work_mismatch
+from kernel.work import Work, design_programs, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.hint_guard import interpreter_hints_checked
@@ -33,6 +36,7 @@ from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
 from suites.rejections import assert_owned, check_cuda_grid, launch_planner, same_bits
+from suites.tuning_defaults import unrunnable
 
 GUARD_COLUMNS = 7
 # inputs up to this many elements are compared before and after the calls (a pool of
@@ -115,7 +119,9 @@ def keywords_a_caller_spells(inputs: OpInputs) -> dict:
 def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     """The launch the op's launcher plans for ``knobs`` runs the tuning policy's choice for
     this call (``resolve_tuning`` on the call's own sizes, layout and device): a launcher that
-    hands the policy a wrong argument changes only the speed, which no value shows. It passes
+    hands the policy a wrong argument changes only the speed, which no value shows. That
+    choice is one the kernel can run, held to the suite's own rule rather than the policy's,
+    and its grid has the design's programs, none that only return. It passes
     the caller's tensors themselves, and the same call plans under ``validate=False`` without
     reading a value. An op with no ``plan_launch`` in its module is not checked."""
     planner = launch_planner(op)
@@ -137,6 +143,13 @@ def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     have = Tuning(launch.args[-1], launch.constexprs["BLOCK_N"], launch.constexprs["SLOT_GROUP"],
                   launch.options["num_warps"], launch.constexprs["NUM_STAGES"])
     assert have == want, f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}"
+    reason = unrunnable(have, next_n, heads, asked_block_n=knobs.get("block_n"),
+                        asked_slots=knobs.get("slots_per_program"))
+    assert reason is None, f"the launch planned with {knobs or 'no knob'} runs {have}, which the kernel cannot: {reason}"
+    programs = design_programs(batch, next_n, have.slots_per_program, have.num_splits)
+    assert math.prod(launch.grid) == programs, (
+        f"the launch planned with {knobs or 'no knob'} has a grid of {launch.grid}: the design's programs are one per"
+        f" sequence, slot group and split, {programs}; a program more costs a launch slot and does nothing")
 
 
 def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:

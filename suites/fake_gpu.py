@@ -60,13 +60,19 @@ class RecordedDeviceSwitch:
 
 class RecordedLaunches:
     """Stands in for the launcher's compiled kernel: ``kernel[grid](...)`` records the grid in
-    ``grids`` instead of launching."""
+    ``grids`` and the launch's keywords (constexprs and options) in ``keywords`` instead of
+    launching."""
 
     def __init__(self):
         self.grids: list = []
+        self.keywords: list[dict] = []
 
     def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.grids.append(grid)
+        def launch(*args, **kwargs):
+            self.grids.append(grid)
+            self.keywords.append(kwargs)
+
+        return launch
 
 
 @contextlib.contextmanager

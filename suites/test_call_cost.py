@@ -83,6 +83,28 @@ def test_a_gpu_call_on_a_stream_of_its_own_is_caught(monkeypatch):
         check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
 
 
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+@pytest.mark.parametrize("option, constexpr", [(False, True), (True, False)])
+def test_a_gpu_call_that_is_not_a_dependent_launch_is_caught(monkeypatch, option, constexpr):
+    """The check's witnesses: a launcher that makes the launch dependent only where it
+    allocates the result (\"a caller's out may still be read by the previous step\"; the
+    kernel waits for that step before any access anyway) loses the overlap on every call with
+    ``out``; one that launches a kernel compiled without the wait as a dependent launch lets
+    it read inputs the previous kernel is still writing."""
+    planned = launcher.plan_launch
+
+    def planning(*args, **keywords):
+        launch = planned(*args, **keywords)
+        if keywords.get("out") is not None:
+            launch.options["launch_pdl"], launch.constexprs["DEPENDENT_LAUNCH"] = option, constexpr
+        return launch
+
+    monkeypatch.setattr(launcher, "plan_launch", planning)
+    check(CallCostCase("flat", caller_out=False), fp8_paged_mqa_logits, "cpu")
+    with pytest.raises(AssertionError, match="is not a programmatic dependent launch"):
+        check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
+
+
 def test_a_checked_call_that_reads_each_sequence_is_caught(monkeypatch):
     """The check's witness: validation that reads the lengths one sequence at a time (a host
     read each, on a GPU a sync each) fails it; its values and rejections stay right."""

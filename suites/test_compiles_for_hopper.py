@@ -26,13 +26,30 @@ pytestmark = pytest.mark.triton_version
 _GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
 
 
+# a branch, or the label of a basic block (not of line information): some programs may not run
+# what follows
+_CONTROL_FLOW = re.compile(r"^\s*((@!?%\w+\s+)?bra(\.uni)?\s|\$L__BB\w*:)")
+_GRID_MARKS = ("wait", "launch_dependents")
+
+
 def ptx_order(ptx: str) -> dict:
     """The first line of PTX that waits for the previous grid, that lets dependents start, and
-    that touches global memory (None where there is none)."""
+    that touches global memory (None where there is none); and, as ``<mark>_everywhere``,
+    whether every program runs each mark: it comes before the first branch or label."""
     lines = ptx.splitlines()
     first = {mark: next((i for i, line in enumerate(lines) if f"griddepcontrol.{mark}" in line), None)
-             for mark in ("wait", "launch_dependents")}
-    return {**first, "access": next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)}
+             for mark in _GRID_MARKS}
+    branch = next((i for i, line in enumerate(lines) if _CONTROL_FLOW.match(line)), len(lines))
+    everywhere = {f"{mark}_everywhere": first[mark] is not None and first[mark] < branch for mark in _GRID_MARKS}
+    return {**first, **everywhere,
+            "access": next((i for i, line in enumerate(lines) if _GLOBAL_ACCESS.match(line)), None)}
+
+
+def not_run_by_every_program(record: dict) -> list[str]:
+    """The grid marks of a compiled target's ``ptx_order`` that some programs may skip: a
+    program that skips the wait reads inputs the previous kernel is still writing; one that
+    skips letting the dependents start holds the next grid back until it ends."""
+    return [mark for mark in _GRID_MARKS if not record[f"{mark}_everywhere"]]
 
 
 def covering(targets) -> list:
@@ -99,6 +116,9 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
     late = [r["key"] for r in records if r["launch_dependents"] is None or r["launch_dependents"] > r["access"]]
     assert not late, f"{len(late)} of {len(records)} configurations let the next grid start only after their first" \
                      f" global access (or never): the overlap a dependent launch buys is lost: {late[0]}"
+    skipped = [(r["key"], not_run_by_every_program(r)) for r in records if not_run_by_every_program(r)]
+    assert not skipped, f"{len(skipped)} of {len(records)} configurations run a grid dependency mark in some" \
+                        f" programs only (after a branch): {skipped[0]}"
 
 
 def compile_dependent_launches() -> None:
@@ -139,6 +159,32 @@ def test_a_dependent_launch_waits_for_the_previous_grid_before_touching_memory()
             # the next grid's programs may be scheduled once every program here has started (they
             # wait for this grid's end): letting them only after the loop loses the overlap
             assert record["launch_dependents"] < record["access"], record
+            assert not not_run_by_every_program(record), record
+
+
+_ENTRY = """\t.reg .pred \t%p<3>;
+// %bb.0:
+\tld.param.b64 \t%rd1, [k_param_0];
+\tgriddepcontrol.wait; // dummy %r1
+{dependents}
+\tld.global.b32 \t%r2, [%rd1];
+\tst.global.b32 \t[%rd1], %r2;
+"""
+
+
+@pytest.mark.parametrize("dependents, everywhere", [
+    ("\tgriddepcontrol.launch_dependents; // dummy %r3", True),
+    ("\tsetp.ne.s32 \t%p1, %r4, 0;\n\t@%p1 bra \t$L__BB0_2;\n// %bb.1:\n\tgriddepcontrol.launch_dependents;\n$L__BB0_2:",
+     False),
+])
+def test_a_grid_mark_behind_a_branch_is_not_run_by_every_program(dependents, everywhere):
+    """The PTX reading's witness: the dependents let start only by the programs of one split
+    (a branch around the mark, as \"if tl.program_id(1) == 0\" compiles) come first in the
+    text, before any access, yet hold the next grid back until the other programs end."""
+    order = ptx_order(_ENTRY.format(dependents=dependents))
+    assert order["wait_everywhere"] and order["launch_dependents"] < order["access"]
+    assert order["launch_dependents_everywhere"] is everywhere
+    assert not_run_by_every_program(order) == ([] if everywhere else ["launch_dependents"])
 
 
 # an asynchronous copy to shared memory in PTX: the software pipeline's loads
@@ -146,29 +192,45 @@ _ASYNC_COPY = re.compile(r"^\s*(@!?%\w+\s+)?cp\.async\.c[ag]\.shared")
 DEPTHS = (1, 3, 6)
 
 
+# each way the kernel gathers a tile's keys, by name: one block per tile, or a block id per
+# token (blocks narrower than the tile), on each layout of the cache
+GATHER_PATHS = {
+    "tile-in-one-block": dict(kv_block=64, block_n=64),
+    "per-token": dict(kv_block=16, block_n=64),
+    "per-token-preshuffle": dict(kv_block=16, block_n=64, preshuffle=True),
+    "per-token-narrow": dict(kv_block=5, block_n=16),
+}
+
+
 def compile_depths() -> None:
-    """Print, per pipeline depth the launcher passes (``num_stages``), the async copies in the
-    PTX for sm_90 of one small call, as JSON lines."""
+    """Print, per gather path and pipeline depth the launcher passes (``num_stages``), the
+    async copies in the PTX for sm_90 of one small call, as JSON lines."""
     from mutants.compiled import compile_target, compile_targets
     from suites.cases import Case
 
-    for stages in DEPTHS:
-        (target,) = compile_targets([Case(heads=32, head_dim=64, num_stages=stages)], device="cpu", every_launch=False)
-        ptx = compile_target(target).asm["ptx"]
-        print(json.dumps({"stages": stages, "async_copies": sum(map(bool, map(_ASYNC_COPY.match, ptx.splitlines())))}))
+    for path, layout in GATHER_PATHS.items():
+        for stages in DEPTHS:
+            (target,) = compile_targets([Case(heads=32, head_dim=64, num_stages=stages, **layout)], device="cpu",
+                                        every_launch=False)
+            ptx = compile_target(target).asm["ptx"]
+            copies = sum(map(bool, map(_ASYNC_COPY.match, ptx.splitlines())))
+            print(json.dumps({"path": path, "stages": stages, "async_copies": copies}))
 
 
 def test_the_loop_is_pipelined_as_deep_as_the_launcher_says():
-    """The key loop keeps as many tiles in flight as the stage count the launcher chose: each
-    stage more is more asynchronous copies started ahead, and one stage is none. A loop that
-    drops the count (a plain ``range``, or a depth capped inside the kernel) computes the same
-    values 6-30% slower on an H100 (bench/NOTES.md), and only its compiled code shows it."""
-    run = _offline("compile_depths", timeout=600)
-    copies = {r["stages"]: r["async_copies"] for r in map(json.loads, run.stdout.splitlines())}
-    assert list(copies) == list(DEPTHS), copies
-    assert copies[1] == 0, f"one stage, yet {copies[1]} asynchronous copies: {copies}"
-    counts = [copies[s] for s in DEPTHS]
-    assert counts == sorted(set(counts)), f"async copies per stage count do not grow with it: {copies}"
+    """On each gather path, the key loop keeps as many tiles in flight as the stage count the
+    launcher chose: each stage more is more asynchronous copies started ahead, and one stage
+    is none. A loop that drops the count (a plain ``range``, or a depth capped inside the
+    kernel on one path, say the per-token gather of the common 16-token pages) computes the
+    same values 6-30% slower on an H100 (bench/NOTES.md), and only its compiled code shows it."""
+    run = _offline("compile_depths", timeout=900)
+    records = [json.loads(line) for line in run.stdout.splitlines()]
+    for path in GATHER_PATHS:
+        copies = {r["stages"]: r["async_copies"] for r in records if r["path"] == path}
+        assert list(copies) == list(DEPTHS), (path, copies)
+        assert copies[1] == 0, f"{path}: one stage, yet {copies[1]} asynchronous copies: {copies}"
+        counts = [copies[s] for s in DEPTHS]
+        assert counts == sorted(set(counts)), f"{path}: async copies per stage count do not grow with it: {copies}"
 
 
 def test_every_form_of_a_global_access_is_seen():

@@ -10,9 +10,12 @@ import pytest
 import torch
 
 import kernel.tuning
+import suites.check
 import suites.tuning_defaults
 from kernel import fp8_paged_mqa_logits
 from kernel.validation import check_inputs
+from suites.cases import Case
+from suites.check import build_inputs, check_planned_launch
 from suites.rejections import GRID_Y_LIMIT
 from suites.runnable import check, from_dict, to_dict
 from suites.tuning_defaults import DefaultsCase, PinnedShape, chosen, defaults_cases, illegal, main, pinned_shapes
@@ -155,3 +158,48 @@ def test_each_constraint_names_what_the_kernel_cannot_run(shape, knobs, why):
                                                       num_stages=6), **knobs)
     reason = illegal(dataclasses.replace(ONE_SEQUENCE, **shape), tuning)
     assert reason is None if why is None else re.match(why, reason), reason
+
+
+# a wide program: one next_n slot of 512 heads, 512 query rows
+WIDE = Case(heads=512, head_dim=32, next_n=1, batch=1, context="short")
+
+
+def test_a_policy_that_splits_a_slot_over_warps_fails_every_case_that_plans_it(monkeypatch):
+    """The planned launch is held to the suite's rule, not only to the policy: a policy that
+    gives 512-row programs 8 warps (\\"so the accumulator does not spill\\") splits one slot's
+    heads over two warps, whose sum then differs in its bits from a 4-warp call's on a GPU;
+    the interpreter ignores warps, so only the rule sees it."""
+    resolve = kernel.tuning.resolve_tuning
+
+    def eight_warps_wide(dims, *args, **keywords):
+        tuning = resolve(dims, *args, **keywords)
+        wide = tuning.slots_per_program * dims.heads >= 512
+        return dataclasses.replace(tuning, num_warps=8) if wide else tuning
+
+    monkeypatch.setattr(kernel.tuning, "resolve_tuning", eight_warps_wide)
+    monkeypatch.setattr(LAUNCHER, "resolve_tuning", eight_warps_wide)
+    monkeypatch.setattr(suites.check, "resolve_tuning", eight_warps_wide)
+    with pytest.raises(AssertionError, match="which the kernel cannot: num_warps 8 at block_n 64: 2 warps share 1"):
+        check(WIDE, fp8_paged_mqa_logits, "cpu")
+
+
+@pytest.mark.parametrize("call", [Case(heads=32, head_dim=64, next_n=3, slots_per_program=1, batch=2),
+                                  Case(heads=32, head_dim=64, next_n=5, slots_per_program=2, batch=2)],
+                         ids=lambda call: call.id)
+def test_a_grid_padded_with_programs_that_only_return_fails(monkeypatch, call):
+    """The planned grid holds the design's programs: the slot groups rounded up to a power of
+    two (\\"a shift and a mask for the division\\"), the programs past the last group
+    returning at once, read and write nothing, so no value and no count of work shows them."""
+    planned = LAUNCHER.plan_launch
+
+    def padded(*args, **keywords):
+        launch = planned(*args, **keywords)
+        rows, splits = launch.grid
+        batch = args[0].shape[0]
+        groups = rows // batch
+        return dataclasses.replace(launch, grid=(batch * (1 << (groups - 1).bit_length()), splits))
+
+    monkeypatch.setattr(LAUNCHER, "plan_launch", padded)
+    inputs = build_inputs(call)
+    with pytest.raises(AssertionError, match=r"has a grid of \(8, .*the design's programs are one per sequence"):
+        check_planned_launch(call, fp8_paged_mqa_logits, inputs, call.tuning())

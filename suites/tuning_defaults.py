@@ -211,22 +211,31 @@ def _warps_accepted(launcher, sms: str) -> dict:
 
 def illegal(shape: PinnedShape, tuning) -> str | None:
     """Why the kernel cannot run ``tuning`` at ``shape``, or None where it can."""
+    return unrunnable(tuning, shape.next_n, shape.heads, asked_block_n=shape.block_n,
+                      asked_slots=shape.slots_per_program)
+
+
+def unrunnable(tuning, next_n: int, heads: int, *, asked_block_n: int | None = None,
+               asked_slots: int | None = None) -> str | None:
+    """Why the kernel cannot run ``tuning`` on a call of ``next_n`` slots of ``heads`` heads
+    (whose caller asked for ``asked_block_n`` and ``asked_slots``, where not None), or None
+    where it can."""
     splits, block_n, warps, stages, slots = (tuning.num_splits, tuning.block_n, tuning.num_warps, tuning.num_stages,
                                              tuning.slots_per_program)
     for name, value in zip(KNOBS, (splits, block_n, warps, stages, slots)):
         if type(value) is not int:  # each knob is a constexpr or a launch option of the kernel's
             return f"{name} {value!r}, no int"
-    if shape.block_n is not None and block_n != shape.block_n:
-        return f"block_n {block_n} where the caller asked for {shape.block_n}"
+    if asked_block_n is not None and block_n != asked_block_n:
+        return f"block_n {block_n} where the caller asked for {asked_block_n}"
     if block_n not in TILE_WIDTHS:
         return f"block_n {block_n}, no tile width of the kernel's {TILE_WIDTHS}"
-    if shape.slots_per_program is not None and slots != shape.slots_per_program:
-        return f"slots_per_program {slots} where the caller asked for {shape.slots_per_program}"
-    padded_next_n = _padded_next_n(shape.next_n)
+    if asked_slots is not None and slots != asked_slots:
+        return f"slots_per_program {slots} where the caller asked for {asked_slots}"
+    padded_next_n = _padded_next_n(next_n)
     if slots & (slots - 1) or not 1 <= slots <= padded_next_n:
         return f"slots_per_program {slots}, no power of two from 1 to the padded next_n {padded_next_n}"
-    if slots * shape.heads < KERNEL_MIN_QUERY_ROWS:
-        return (f"slots_per_program {slots}: {slots * shape.heads} query rows of {shape.heads} heads, fewer than the"
+    if slots * heads < KERNEL_MIN_QUERY_ROWS:
+        return (f"slots_per_program {slots}: {slots * heads} query rows of {heads} heads, fewer than the"
                 f" narrowest MMA's {KERNEL_MIN_QUERY_ROWS}")
     if not 1 <= splits <= GRID_Y_LIMIT:
         return f"num_splits {splits}, outside the launch grid's second axis [1, {GRID_Y_LIMIT}]"
