@@ -164,9 +164,9 @@ def test_each_constraint_names_what_the_kernel_cannot_run(shape, knobs, why):
 WIDE = Case(heads=512, head_dim=32, next_n=1, batch=1, context="short")
 
 
-def test_a_policy_that_splits_a_slot_over_warps_fails_every_case_that_plans_it(monkeypatch):
+def test_a_policy_that_splits_a_slot_over_warps_fails_every_case_that_plans_it(monkeypatch, device):
     """The planned launch is held to the suite's rule, not only to the policy: a policy that
-    gives 512-row programs 8 warps (\\"so the accumulator does not spill\\") splits one slot's
+    gives 512-row programs 8 warps ("so the accumulator does not spill") splits one slot's
     heads over two warps, whose sum then differs in its bits from a 4-warp call's on a GPU;
     the interpreter ignores warps, so only the rule sees it."""
     resolve = kernel.tuning.resolve_tuning
@@ -180,7 +180,7 @@ def test_a_policy_that_splits_a_slot_over_warps_fails_every_case_that_plans_it(m
     monkeypatch.setattr(LAUNCHER, "resolve_tuning", eight_warps_wide)
     monkeypatch.setattr(suites.check, "resolve_tuning", eight_warps_wide)
     with pytest.raises(AssertionError, match="which the kernel cannot: num_warps 8 at block_n 64: 2 warps share 1"):
-        check(WIDE, fp8_paged_mqa_logits, "cpu")
+        check(WIDE, fp8_paged_mqa_logits, device)
 
 
 @pytest.mark.parametrize("call", [Case(heads=32, head_dim=64, next_n=3, slots_per_program=1, batch=2),
@@ -188,7 +188,7 @@ def test_a_policy_that_splits_a_slot_over_warps_fails_every_case_that_plans_it(m
                          ids=lambda call: call.id)
 def test_a_grid_padded_with_programs_that_only_return_fails(monkeypatch, call):
     """The planned grid holds the design's programs: the slot groups rounded up to a power of
-    two (\\"a shift and a mask for the division\\"), the programs past the last group
+    two ("a shift and a mask for the division"), the programs past the last group
     returning at once, read and write nothing, so no value and no count of work shows them."""
     planned = LAUNCHER.plan_launch
 
