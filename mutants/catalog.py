@@ -1277,6 +1277,45 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="context-bounds-checked-one-at-a-time",
+        description="the contexts' lower bound is checked over the whole batch before their upper bounds (\"one"
+                    " cheap reduction per bound\"): a batch bad at both quotes a later sequence, not the first",
+        exposed_by=Exposure("one sequence past its upper bound, a later one under its lower (an input edit)",
+                            _edit("context_lens-two-sequences-out-of-range-first-high-next-low")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))],
+                      value=m.BinaryOperation(left=m.BinaryOperation(left=m.Comparison(left=m.Name("lens"))))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "(lens < live) if bool((lens < live).any()) else"
+            " ((lens > max_model_len) | (lens > dims.max_blocks * dims.kv_block))")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="table-bounds-checked-one-at-a-time",
+        description="the block table's negative entries are looked for over the whole table before those past"
+                    " the pool: a table bad at both quotes a later sequence's entry, not the first",
+        exposed_by=Exposure("one sequence's block id past the pool, a later one's negative (an input edit)",
+                            _edit("block_table-two-sequences-out-of-range-first-high-next-low")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))], value=m.BinaryOperation(left=m.Name("used"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "used & (table < 0) if bool((used & (table < 0)).any()) else used & (table >= dims.num_blocks)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="max-model-len-bounded-by-the-out",
+        description="max_model_len's upper bound is left to a caller's out of that many columns (\"its columns"
+                    " exist already\"): 2**30 + 1 positions accepted, past the int32 positions the kernel keeps",
+        exposed_by=Exposure("max_model_len one past its bound with an out as wide (an input edit)",
+                            _edit("max_model_len-one-past-its-bound-with-an-out-as-wide")),
+        site=m.If(test=m.UnaryOperation(expression=m.Comparison(left=m.Integer("1")))),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "not 1 <= max_model_len <= (max_model_len if out is not None and out.shape[-1] == max_model_len"
+            " else MAX_MODEL_LEN)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

@@ -184,6 +184,16 @@ def _logits_past_int32_planned(inputs: OpInputs) -> Call:
     return Call(meta, {"out": None, "validate": False})
 
 
+def _past_its_bound_with_an_out_as_wide(inputs: OpInputs) -> Call:
+    """max_model_len one past its bound, with a caller's out of exactly that many columns (4
+    GiB a row; on the meta device, which holds no memory): the bound holds whatever out the
+    caller passes, so a check that leaves it to the out's size (\"its columns exist already\")
+    lets it through."""
+    wide = CONTRACT_MAX_MODEL_LEN + 1
+    meta = replace(inputs.to("meta"), max_model_len=wide)
+    return Call(meta, {"out": torch.empty(_rows(inputs), wide, device="meta")})
+
+
 def _not_a_tensor(tensor: torch.Tensor):
     """The values as nested lists: no dtype, no shape, nothing a check of tensors could read."""
     return tensor.detach().cpu().tolist()
@@ -681,6 +691,31 @@ def _several_ragged_sequences(inputs: OpInputs) -> bool:
     return _has_next_n_lens(inputs) and _several_sequences(inputs)
 
 
+def _first_two_sequences_bad(argument: str, first: Callable, second: Callable) -> Callable[[OpInputs], Call]:
+    """The first sequence's ``argument`` made bad by ``first(tensor, 0, inputs)``, the second's
+    by ``second(tensor, 1, inputs)``, each a bound of its own: the error must quote the first
+    sequence, whichever bound a check tries first."""
+
+    def change(inputs: OpInputs) -> Call:
+        tensor = getattr(inputs, argument).clone()
+        first(tensor, 0, inputs)
+        second(tensor, 1, inputs)
+        return Call(replace(inputs, **{argument: tensor}))
+
+    return change
+
+
+def _mixed_bounds(name: str, argument: str, low: Callable, high: Callable, applies=_several_sequences,
+                  quotes: str = "at b=0") -> list[InputEdit]:
+    """Two edits of ``argument``: the first sequence past its upper bound and the second under
+    its lower one, and the other way round. Checks split by bound, each over the whole batch
+    (\"one cheap reduction per bound\"), quote the second sequence in one of the two."""
+    return [_out_of_range(f"{name}-first-high-next-low", argument, _first_two_sequences_bad(argument, high, low),
+                          applies, quotes=quotes),
+            _out_of_range(f"{name}-first-low-next-high", argument, _first_two_sequences_bad(argument, low, high),
+                          applies, quotes=quotes)]
+
+
 def _blocks_not_multiple_of_16(inputs: OpInputs) -> bool:
     return inputs.kv_cache.shape[1] % 16 != 0
 
@@ -1126,6 +1161,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
               _max_model_len(lambda i: 2**40, pass_out=False)),
     InputEdit("max_model_len-one-past-its-bound", "max_model_len", ValueError,
               _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
+    InputEdit("max_model_len-one-past-its-bound-with-an-out-as-wide", "max_model_len", ValueError,
+              _past_its_bound_with_an_out_as_wide),
     # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
     InputEdit("max_model_len-one-past-whole-tiles", "", None, _past_whole_tiles),
     InputEdit("max_model_len-fill-shares-past-int32", "", None, _fill_shares_past_int32,
@@ -1189,6 +1226,16 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     _out_of_range("block_table-every-sequence-num-blocks-in-first-column", "block_table",
                   _every_sequence_bad("block_table", lambda t, b, i: t[b].__setitem__(0, i.kv_cache.shape[0])),
                   quotes="at [0, 0]"),
+    # two sequences bad, each against another bound: the message quotes the first sequence
+    *_mixed_bounds("context_lens-two-sequences-out-of-range", "context_lens",
+                   lambda t, b, i: t.__setitem__(b, _live_rows(i, b) - 1),
+                   lambda t, b, i: t.__setitem__(b, i.max_model_len + 1)),
+    *_mixed_bounds("next_n_lens-two-sequences-out-of-range", "next_n_lens",
+                   lambda t, b, i: t.__setitem__(b, 0), lambda t, b, i: t.__setitem__(b, i.q.shape[1] + 1),
+                   applies=_several_ragged_sequences),
+    *_mixed_bounds("block_table-two-sequences-out-of-range", "block_table",
+                   lambda t, b, i: t[b].__setitem__(0, -1), lambda t, b, i: t[b].__setitem__(0, i.kv_cache.shape[0]),
+                   quotes="at [0, 0]"),
     # the first bad entry in row order is not the first in column order
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
