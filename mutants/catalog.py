@@ -1316,6 +1316,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="device-tie-given-to-the-cache",
+        description="on a tie of devices the cache's decides (\"the launch runs where the cache is\"), not q's:"
+                    " three tensors each side name q instead of the cache",
+        exposed_by=Exposure("three tensors on another device than q and two others (an input edit)",
+                            _edit("devices-split-evenly")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("common"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "max(Counter(devices.values()), key=lambda device: (Counter(devices.values())[device],"
+            " device == devices[\"kv_cache\"]))")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

@@ -169,6 +169,14 @@ def _elsewhere(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to("meta" if tensor.device.type == "cpu" else "cpu")
 
 
+def _devices_split_evenly(inputs: OpInputs) -> Call:
+    """The cache, the lengths and the table on another device, q, the weights and a caller's out
+    where they were: three tensors each side, so q's device decides, and kv_cache, the first
+    tensor off it, is named."""
+    moved = {name: _elsewhere(getattr(inputs, name)) for name in ("kv_cache", "context_lens", "block_table")}
+    return Call(replace(inputs, **moved), {"out": caller_out(inputs)})
+
+
 def _max_model_len(value: Callable[[OpInputs], object], *, pass_out: bool = True) -> Callable[[OpInputs], Call]:
     """max_model_len set to ``value(inputs)``; the caller's out (if any) sized for the old one."""
     return lambda inputs: Call(replace(inputs, max_model_len=value(inputs)),
@@ -1163,6 +1171,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
               _max_model_len(lambda i: CONTRACT_MAX_MODEL_LEN + 1)),
     InputEdit("max_model_len-one-past-its-bound-with-an-out-as-wide", "max_model_len", ValueError,
               _past_its_bound_with_an_out_as_wide),
+    # a tie of devices: q's decides (a check that gives it to the cache's names q instead)
+    InputEdit("devices-split-evenly", "kv_cache", ValueError, _devices_split_evenly, lambda i: i.next_n_lens is None),
     # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
     InputEdit("max_model_len-one-past-whole-tiles", "", None, _past_whole_tiles),
     InputEdit("max_model_len-fill-shares-past-int32", "", None, _fill_shares_past_int32,
