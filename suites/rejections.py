@@ -1564,7 +1564,10 @@ def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: Op
 
 
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
-    """Equal shapes and bytes: a NaN equals itself."""
+    """Equal shapes and bytes: a NaN equals itself. Tensors of the meta device hold no bytes:
+    their shapes, dtypes and devices decide."""
+    if "meta" in (one.device.type, other.device.type):
+        return one.shape == other.shape and one.dtype == other.dtype and one.device == other.device
     def dense_bytes(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.reshape(1) if tensor.dim() == 0 else tensor  # (a scalar's bytes have no dimension to view)
         if tensor.is_contiguous():

@@ -217,3 +217,12 @@ def test_a_runner_that_hands_the_op_dense_copies_fails_here(monkeypatch):
     case = next(c for c in EDIT_CASES if c.edit == "block_table-rows-shared")
     with pytest.raises(AssertionError, match="is the edited call"):
         test_an_input_edit_hands_the_op_the_edited_call(case)
+
+
+def test_tensors_of_the_meta_device_are_compared_by_what_they_hold():
+    """No bytes: the shape, dtype and device decide (an edit planned on the meta device)."""
+    meta = torch.empty(2, 3, device="meta")
+    assert same_bits(meta, torch.empty(2, 3, device="meta"))
+    assert not same_bits(meta, torch.empty(3, 2, device="meta"))
+    assert not same_bits(meta, torch.empty(2, 3, dtype=torch.float64, device="meta"))
+    assert not same_bits(meta, torch.zeros(2, 3))
