@@ -49,11 +49,17 @@ class Work:
         return sum(self.read.values()) + sum(self.written.values())
 
 
-def design_programs(batch: int, next_n: int, slot_group: int, num_splits: int) -> int:
-    """The programs of a launch as the design has them: one per sequence, slot group and split."""
+def slot_grouping(next_n: int, slot_group: int) -> tuple[int, int]:
+    """(slots a group holds, groups a sequence takes) for ``next_n`` slots in groups of
+    ``slot_group``."""
     # a group wider than next_n padded to a power of two only adds masked rows
     group_slots = min(slot_group, 1 << (next_n - 1).bit_length())
-    return batch * -(-next_n // group_slots) * num_splits
+    return group_slots, -(-next_n // group_slots)
+
+
+def design_programs(batch: int, next_n: int, slot_group: int, num_splits: int) -> int:
+    """The programs of a launch as the design has them: one per sequence, slot group and split."""
+    return batch * slot_grouping(next_n, slot_group)[1] * num_splits
 
 
 def kernel_work(args: dict) -> Work:
@@ -63,13 +69,11 @@ def kernel_work(args: dict) -> Work:
     counts a sequence's tiles once per live group."""
     next_n, heads, head_dim = args["NEXT_N"], args["HEADS"], args["HEAD_DIM"]
     block_n, kv_block, max_model_len = args["BLOCK_N"], args["KV_BLOCK"], args["max_model_len"]
-    # a group wider than next_n padded to a power of two only adds masked rows
-    group_slots = min(args["SLOT_GROUP"], 1 << (next_n - 1).bit_length())
-    groups = -(-next_n // group_slots)
+    group_slots, groups = slot_grouping(next_n, args["SLOT_GROUP"])
     lengths = args["context_lens_ptr"].tolist()
     batch = len(lengths)
     live = args["next_n_lens_ptr"].tolist() if args["HAS_NEXT_N_LENS"] else [next_n] * batch
-    programs = design_programs(batch, next_n, args["SLOT_GROUP"], args["num_splits"])
+    programs = batch * groups * args["num_splits"]
     tiles = sum(-(-length // block_n) * -(-rows // group_slots) for length, rows in zip(lengths, live))
     row_tiles = -(-max_model_len // block_n)
 

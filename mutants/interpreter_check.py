@@ -43,7 +43,7 @@ def recheck(runner, mutants: list, *, interpreter_scope, jobs: int) -> int:
                          progress=runner.progress, root=runner.snapshot, target=runner.target, space_budget=None)
     interpreter.exposing = runner.exposing
     try:
-        timed = set(runner.store.baseline(interpreter_scope)) >= set(interpreter.case_ids)
+        timed = interpreter.stored_baseline() is not None
         if timed:
             interpreter.baseline()  # stored: the cases' own times order them
         else:

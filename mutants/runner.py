@@ -377,8 +377,8 @@ class Runner:
         tell a broken baseline from a flaky one."""
         if not self.executes:
             return {}
-        stored = self.store.baseline(self.scope)
-        if set(stored) >= set(self.case_ids):
+        stored = self.stored_baseline()
+        if stored is not None:
             self.case_seconds, self.case_peaks = stored, self.store.case_memory(self.scope)
             return stored
         original = self.overlay("original")
@@ -411,6 +411,11 @@ class Runner:
         self.case_peaks = {self.case_ids[i]: r.peak_bytes for i, r in results.items() if r.peak_bytes}
         self.store.save_baseline(self.scope, self.case_seconds, self.case_peaks)
         return self.case_seconds
+
+    def stored_baseline(self) -> dict[str, float] | None:
+        """The store's baseline times of every case of this run's scope, or None where some case has none."""
+        stored = self.store.baseline(self.scope)
+        return stored if set(stored) >= set(self.case_ids) else None
 
     def _original_on(self, indices, original: str, *, label: str, beside: list["_Task"] = ()) -> list["_Progress"]:
         """The unmutated kernel on the cases at ``indices``, with the tasks ``beside`` in the
