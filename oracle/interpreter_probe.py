@@ -10,6 +10,9 @@ and each observer sees:
   byte address of every lane (a flat ``uint64`` array), which lanes the mask lets through,
   and the width of one element in bytes;
 - ``dot(m, k, n)``: a ``tl.dot`` of an ``m x k`` and a ``k x n`` operand;
+- ``dot_value(a, b, accumulator)``: the value of that ``tl.dot`` (interpreter tensor handles:
+  ``.data`` a numpy array, ``.dtype`` a Triton type), to use instead of the interpreter's: a
+  numpy array of the accumulator's dtype (the first observer's that gives one), or None;
 - ``hint(kind, claims, values, element_bytes)``: a ``tl.multiple_of``, ``tl.max_contiguous``
   or ``tl.max_constancy`` (``kind``) with one claim per dimension, made on an integer tensor
   or a pointer's byte addresses (``values``, as numpy holds them; ``element_bytes`` is the
@@ -44,6 +47,9 @@ class Observer:
 
     def dot(self, m: int, k: int, n: int) -> None:
         pass
+
+    def dot_value(self, a, b, accumulator):
+        return None
 
     def hint(self, kind: str, claims: list[int], values, element_bytes: int | None) -> None:
         pass
@@ -161,6 +167,10 @@ def _patch() -> None:
         (m, k), n = a.data.shape[-2:], b.data.shape[-1]
         for observer in list(_observers):
             observer.dot(m, k, n)
+        for observer in list(_observers):
+            value = observer.dot_value(a, b, d)
+            if value is not None:
+                return interpreter.TensorHandle(value, d.dtype.scalar)
         return _originals["dot"](a, b, d, *args)
 
     def set_attr(handle, key, value):

@@ -30,6 +30,7 @@ from kernel.validation import Dims
 from kernel.work import Work, design_programs, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
+from oracle.exact_dot import interpreter_dots_exact
 from oracle.hint_guard import interpreter_hints_checked
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.reorder_guard import interpreter_reorders_taken
@@ -207,7 +208,8 @@ class WorkMismatch(AssertionError):
 @contextmanager
 def interpreter_checked(device: str | torch.device):
     """On the CPU interpreter, every access inside the block bounds checked, every compiler hint
-    held to the values it describes, every reshape free to reorder reordered and, when the
+    held to the values it describes, every reshape free to reorder reordered, every fp8 dot
+    summed exactly (its bits then depend on no BLAS) and, when the
     block ends without an error, every launch's
     grid held to CUDA's limits and its work to the model (but a sampled launch's, some of whose
     programs were declined); elsewhere nothing."""
@@ -215,7 +217,7 @@ def interpreter_checked(device: str | torch.device):
         yield
         return
     with interpreter_bounds_checked(), interpreter_hints_checked(), interpreter_reorders_taken(), \
-            metered() as launches:
+            interpreter_dots_exact(), metered() as launches:
         yield
     for number, launch in enumerate(launches, start=1):
         check_cuda_grid(launch.grid, f"launch {number} of {len(launches)}")
