@@ -43,6 +43,7 @@ from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
+from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
@@ -308,7 +309,6 @@ class Runner:
         # GPU workers load the kernels the classifier and the baseline compiled; a runner whose
         # store is opened later (once the mutants are known) is told where that cache lies
         cache = store.compile_cache if store is not None else compile_cache
-        self.worker_environment = worker_environment(cache) if cache is not None and device.startswith("cuda") else {}
         self.store = store
         self.scope = scope
         self.progress = progress
@@ -316,6 +316,10 @@ class Runner:
         self.context = multiprocessing.get_context("spawn")
         remove_dead_overlays()
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
+        compiled_kernels = worker_environment(cache) if cache is not None and device.startswith("cuda") else {}
+        # the oracle's reference of a case, computed by the first worker that runs it, serves
+        # the baseline and every mutant of the run
+        self.worker_environment = {**compiled_kernels, REFERENCE_CACHE: str(self.workdir / "references")}
         # the code a run's workers import, copied once at its start: an edit of the working
         # tree while it runs (a suite's data, the oracle, kmut itself) reaches no worker, so
         # every result is of the sources the run's digest names

@@ -28,11 +28,12 @@ import torch
 from kernel.tuning import Tuning, device_sms, resolve_tuning
 from kernel.validation import Dims
 from kernel.work import Work, design_programs, kernel_work, work_mismatch
-from oracle import OpInputs, compare_logits, make_inputs, reference_logits
+from oracle import OpInputs, compare_logits, make_inputs
 from oracle.compare import tolerance_for
 from oracle.exact_dot import interpreter_dots_exact
 from oracle.hint_guard import interpreter_hints_checked
 from oracle.memory_guard import interpreter_bounds_checked
+from oracle.reference_cache import reference_for
 from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
@@ -48,8 +49,9 @@ TABLE_SLICE_MARGIN = 3
 SPARE_BLOCKS_PER_ROW = 2
 
 
-def build_inputs(case: Case) -> OpInputs:
-    return make_inputs(
+def input_arguments(case: Case) -> dict:
+    """The arguments of ``make_inputs`` that build ``case``'s inputs."""
+    return dict(
         batch=case.batch,
         next_n=case.next_n,
         heads=case.heads,
@@ -67,10 +69,15 @@ def build_inputs(case: Case) -> OpInputs:
     )
 
 
+def build_inputs(case: Case) -> OpInputs:
+    return make_inputs(**input_arguments(case))
+
+
 def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     """Raise AssertionError (with the worst cell) unless ``op`` computes ``case`` correctly."""
-    inputs = build_inputs(case)
-    expected, magnitude = reference_logits(inputs)
+    arguments = input_arguments(case)
+    inputs = make_inputs(**arguments)
+    expected, magnitude = reference_for(arguments, inputs)
     on_device = inputs.to(device)
     rows, max_model_len = expected.shape
     backing = torch.full((rows, max_model_len + GUARD_COLUMNS), float("nan"), device=device)

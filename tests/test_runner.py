@@ -1310,3 +1310,15 @@ def test_a_duplicate_holds_only_while_its_twin_is_selected(tmp_path):
     store.save(scope, Result(other.key, other.id, "killed", "", ["case"]))
     assert set(holding_results(store, scope, [twin, copy, other])) == {twin.key, copy.key, other.key}
     assert set(holding_results(store, scope, [copy, other])) == {other.key}
+
+
+def test_workers_share_the_oracles_references_for_the_run_only(tmp_path):
+    cases = sorted(smoke(), key=lambda case: case.batch * case.max_model_len())[:2]
+    runner = _runner(tmp_path, cases)
+    kept = runner.workdir / "references"
+    try:
+        runner.baseline()
+        assert len(list(kept.glob("*.pt"))) == len(cases), "one reference per case, computed once"
+    finally:
+        runner.close()
+    assert not kept.exists(), "the references go with the run"
