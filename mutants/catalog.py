@@ -1329,6 +1329,43 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="caller-depth-fitted-to-shared-memory",
+        description="the shared-memory fit moved below the defaults' branch (\"one fit for every path\"): a"
+                    " caller's num_stages past the shared memory runs shallower than asked",
+        exposed_by=Exposure("64 stages of 128-token tiles, planned (an input edit)", _edit("num_stages-past-shared-memory")),
+        site=m.Return(value=_call_named("Tuning")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "Tuning(num_splits, block_n, slots_per_program, num_warps, max([s for s in range(1, num_stages + 1)"
+            " if shared_memory_bytes(rows, dims.head_dim, block_n, s, preshuffle) <= SHARED_MEMORY_BYTES]"
+            " or [num_stages]))")),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="device-tie-given-to-the-out",
+        description="out checked first for its device (\"the result's device first\"): on a tie the caller's"
+                    " out decides, not q, and q is named",
+        exposed_by=Exposure("the cache, the lengths and out on another device than q, the weights and the table"
+                            " (an input edit)", _edit("devices-split-evenly-out-moved")),
+        site=_call_named("_check_one_device"),
+        mutate=lambda node: node.with_changes(args=[node.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT),
+                                                    *node.args[:-1]]),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="knobs-held-to-the-exact-int-type",
+        description="a knob's type compared exactly (\"bool is an int subclass\"): a caller's int subclass, a config"
+                    " enum, is refused",
+        exposed_by=Exposure("each knob as the launcher's own pick in an int subclass (input edits)",
+                            _edit(*(f"{knob}-an-int-subclass" for knob in
+                                    ("block_n", "num_splits", "num_warps", "num_stages", "slots_per_program")))),
+        site=m.Return(value=_names("isinstance", "bool", "value")),
+        mutate=lambda node: node.with_changes(value=_expr("type(value) is int and value >= 1")),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

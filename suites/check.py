@@ -25,8 +25,7 @@ from dataclasses import fields
 
 import torch
 
-from kernel.tuning import Tuning, device_sms, resolve_tuning
-from kernel.validation import Dims
+from kernel.tuning import device_sms, resolve_tuning
 from kernel.work import Work, design_programs, kernel_work, work_mismatch
 from oracle import OpInputs, compare_logits, make_inputs
 from oracle.compare import tolerance_for
@@ -37,7 +36,8 @@ from oracle.reference_cache import reference_for
 from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
-from suites.rejections import assert_owned, check_cuda_grid, launch_planner, same_bits
+from suites.rejections import (assert_owned, check_cuda_grid, check_knobs_passed_through, dims_of,
+                               launch_planner, planned_tuning, same_bits)
 from suites.tuning_defaults import unrunnable
 
 GUARD_COLUMNS = 7
@@ -135,10 +135,8 @@ def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     planner = launch_planner(op)
     if planner is None:
         return
-    batch, next_n, heads, head_dim = inputs.q.shape
-    dims = Dims(batch, next_n, heads, head_dim, inputs.kv_cache.shape[1], num_blocks=inputs.kv_cache.shape[0],
-                max_blocks=inputs.block_table.shape[1])
-    want = resolve_tuning(dims, device_sms(inputs.q.device), case.preshuffle,
+    batch, next_n, heads, _ = inputs.q.shape
+    want = resolve_tuning(dims_of(inputs), device_sms(inputs.q.device), case.preshuffle,
                           *(knobs.get(name) for name in ("num_splits", "block_n", "num_warps", "num_stages")),
                           knobs.get("slots_per_program"))
     launch = planner(*inputs.op_args(), **inputs.op_kwargs(), **knobs)
@@ -148,8 +146,8 @@ def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
             raise AssertionError(f"the launch does not read the caller's {name} where it lies: a copy costs"
                                  " every call an allocation and a pass over it")
     _check_plans_without_values(planner, inputs, knobs)
-    have = Tuning(launch.args[-1], launch.constexprs["BLOCK_N"], launch.constexprs["SLOT_GROUP"],
-                  launch.options["num_warps"], launch.constexprs["NUM_STAGES"])
+    have = planned_tuning(launch)
+    check_knobs_passed_through(have, knobs, f"the launch planned with {knobs}")
     assert have == want, f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}"
     reason = unrunnable(have, next_n, heads, asked_block_n=knobs.get("block_n"),
                         asked_slots=knobs.get("slots_per_program"))

@@ -28,6 +28,8 @@ from typing import Callable
 import numpy
 import torch
 
+from kernel.tuning import Tuning, device_sms, resolve_tuning
+from kernel.validation import Dims
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, observing
@@ -175,6 +177,14 @@ def _devices_split_evenly(inputs: OpInputs) -> Call:
     tensor off it, is named."""
     moved = {name: _elsewhere(getattr(inputs, name)) for name in ("kv_cache", "context_lens", "block_table")}
     return Call(replace(inputs, **moved), {"out": caller_out(inputs)})
+
+
+def _devices_split_evenly_out_moved(inputs: OpInputs) -> Call:
+    """The same tie with the caller's out on the far side (the cache, the lengths and out moved;
+    q, the weights and the table where they were): q's device still decides, whichever tensor
+    a check happens to look at first."""
+    moved = {name: _elsewhere(getattr(inputs, name)) for name in ("kv_cache", "context_lens")}
+    return Call(replace(inputs, **moved), {"out": _elsewhere(caller_out(inputs))})
 
 
 def _max_model_len(value: Callable[[OpInputs], object], *, pass_out: bool = True) -> Callable[[OpInputs], Call]:
@@ -1018,6 +1028,27 @@ def _more(t: torch.Tensor, dim: int = 0) -> torch.Tensor:
 KNOB_VALUES = {"block_n": 64, "num_splits": 2, "num_warps": 4, "num_stages": 2, "slots_per_program": 1}
 
 
+def dims_of(inputs: OpInputs) -> Dims:
+    """The sizes the launcher plans a call of ``inputs`` by."""
+    batch, next_n, heads, head_dim = inputs.q.shape
+    return Dims(batch, next_n, heads, head_dim, inputs.kv_cache.shape[1], num_blocks=inputs.kv_cache.shape[0],
+                max_blocks=inputs.block_table.shape[1])
+
+
+class _ConfiguredInt(int):
+    """An int of a caller's own type (a config enum, a settings value): an int all the same."""
+
+
+def _knob_as_configured_int(knob: str) -> Callable[[OpInputs], Call]:
+    """``knob`` given as the launcher's own pick for the call, in an int subclass: a check of
+    the exact type refuses what the contract takes."""
+    def edit(inputs: OpInputs) -> Call:
+        picked = resolve_tuning(dims_of(inputs), device_sms(inputs.q.device), inputs.preshuffle, None, None, None, None,
+                                None)
+        return Call(inputs, {knob: _ConfiguredInt(getattr(picked, knob))})
+    return edit
+
+
 def _knob_type_edits() -> list[InputEdit]:
     """Each knob as a bool, and as a value equal to one it takes but of another type: Triton
     would take a float or a numpy constant as such, and fail inside the launch or compile
@@ -1028,6 +1059,7 @@ def _knob_type_edits() -> list[InputEdit]:
                             primer={knob: int(wrong) if kind in ("bool", "float", "numpy-int") else value})
                   for kind, wrong in (("bool", True), ("float", float(value)), ("numpy-int", numpy.int64(value)),
                                       ("string", str(value)), ("fraction", value + 0.5), ("list", [value]))]
+        edits.append(InputEdit(f"{knob}-an-int-subclass", "", None, _knob_as_configured_int(knob)))
     return edits
 
 
@@ -1173,6 +1205,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
               _past_its_bound_with_an_out_as_wide),
     # a tie of devices: q's decides (a check that gives it to the cache's names q instead)
     InputEdit("devices-split-evenly", "kv_cache", ValueError, _devices_split_evenly, lambda i: i.next_n_lens is None),
+    InputEdit("devices-split-evenly-out-moved", "kv_cache", ValueError, _devices_split_evenly_out_moved,
+              lambda i: i.next_n_lens is None),
     # a row of 2**30 logits is 4 GiB: planned, not computed (its out is allocated, never touched)
     InputEdit("max_model_len-one-past-whole-tiles", "", None, _past_whole_tiles),
     InputEdit("max_model_len-fill-shares-past-int32", "", None, _fill_shares_past_int32,
@@ -1367,6 +1401,27 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     _check_unchanged(edit, given, edited)
     if hasattr(planned, "grid"):
         check_cuda_grid(planned.grid, edit.name)
+    if hasattr(planned, "constexprs"):
+        check_knobs_passed_through(planned_tuning(planned), keywords, edit.name)
+
+
+# the tuning knobs a caller may pass: each one given runs as given, or the call is refused
+KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program")
+
+
+def planned_tuning(launch) -> Tuning:
+    """The tuning a planned launch runs."""
+    return Tuning(launch.args[-1], launch.constexprs["BLOCK_N"], launch.constexprs["SLOT_GROUP"],
+                  launch.options["num_warps"], launch.constexprs["NUM_STAGES"])
+
+
+def check_knobs_passed_through(tuning: Tuning, keywords: dict, what: str) -> None:
+    """AssertionError unless every knob in ``keywords`` runs as the caller gave it: a launcher
+    that fits a caller's knob to the GPU runs something else than asked, which no value shows."""
+    changed = [f"{name}={keywords[name]!r} runs as {getattr(tuning, name)!r}" for name in KNOBS
+               if keywords.get(name) is not None and getattr(tuning, name) != keywords[name]]
+    if changed:
+        raise AssertionError(f"{what}: the launch runs other knobs than the caller gave: {', '.join(changed)}")
 
 
 def check_cuda_grid(grid: tuple, what: str) -> None:
