@@ -392,7 +392,8 @@ def _sweep(args, cluster) -> int:
             try:
                 with clock.phase("interpreter check"):
                     recheck(runner, mutants, interpreter_scope=replace(scope, digest=scope_digest("cpu"), device="cpu"),
-                            jobs=_default_jobs("cpu"))
+                            jobs=_default_jobs("cpu"),
+                            report=lambda line: print(f"kmut: interpreter check: {line}", file=sys.stderr))
             except BaselineError as error:  # the survivors stay survivors; the report says so above
                 print(f"kmut: interpreter check not made: {error}", file=sys.stderr)
         if when == "before":
