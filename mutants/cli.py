@@ -327,9 +327,25 @@ def _interpreter_check(asked: bool | None, device: str, cluster) -> bool:
     return why is None
 
 
+def _check_on_the_interpreter(runner, mutants: list, scope, clock, undecided: list = ()) -> None:
+    """The interpreter check of a CUDA run's survivors (and of ``undecided`` mutants, paused
+    after their first GPU cases); where it cannot be made, one line says why."""
+    from mutants.interpreter_check import recheck
+    from mutants.runner import BaselineError
+
+    try:
+        with clock.phase("interpreter check"):
+            recheck(runner, mutants, interpreter_scope=replace(scope, digest=scope_digest("cpu"), device="cpu"),
+                    jobs=_default_jobs("cpu"), undecided=undecided,
+                    report=lambda line: print(f"kmut: interpreter check: {line}", file=sys.stderr))
+    except BaselineError as error:  # the survivors stay survivors; the report says so above
+        print(f"kmut: interpreter check not made: {error}", file=sys.stderr)
+
+
 def _sweep(args, cluster) -> int:
     """Run the selection on this machine's workers, or as tasks on ``cluster`` (a Ray cluster joined)."""
-    from mutants.runner import BaselineError, ProgressPrinter, Runner
+    from mutants.interpreter_check import GPU_CASES_BEFORE_CHECK
+    from mutants.runner import BaselineError, ProgressPrinter, Runner, holding_results
 
     cases = _cases(args.suite, args.target)
     if cluster is None:
@@ -376,8 +392,20 @@ def _sweep(args, cluster) -> int:
                 runner.prestart()  # the workers start while the classifier compiles
             with clock.phase("classification"):  # the proof beyond the suite comes last
                 classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, beyond=False)
+        # on CUDA the interpreter sees bugs no GPU case shows: a mutant still alive after its
+        # first GPU cases goes there before the rest of them
+        early_check = interpreter_check and not args.matrix
         with clock.phase("mutants"):
-            executed = len(runner.run(mutants, matrix=args.matrix))
+            executed = len(runner.run(mutants, matrix=args.matrix,
+                                      pause_after=GPU_CASES_BEFORE_CHECK if early_check else None))
+        undecided = [m for m in mutants if m.key not in holding_results(store, scope, mutants)] if early_check else []
+        if undecided:
+            print(f"kmut: interpreter check: the {len(undecided)} mutant(s) alive after {GPU_CASES_BEFORE_CHECK} GPU"
+                  " cases, before their other cases", file=sys.stderr)
+            _check_on_the_interpreter(runner, mutants, scope, clock, undecided=undecided)
+            decided_there = set(holding_results(store, scope, undecided))
+            with clock.phase("mutants"):
+                executed += len(decided_there) + len(runner.run(mutants, matrix=False))
         if when == "after":
             with clock.phase("classification"):
                 classified = runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)
@@ -385,17 +413,9 @@ def _sweep(args, cluster) -> int:
             with clock.phase("memcheck"):
                 runner.sanitize(mutants, sanitizer=sanitizer, progress=progress)
         if interpreter_check:
-            from mutants.interpreter_check import recheck
-
             print("kmut: interpreter check: the survivors on Triton's CPU interpreter, every access bounds-checked"
                   " and every launch's work held to its model", file=sys.stderr)
-            try:
-                with clock.phase("interpreter check"):
-                    recheck(runner, mutants, interpreter_scope=replace(scope, digest=scope_digest("cpu"), device="cpu"),
-                            jobs=_default_jobs("cpu"),
-                            report=lambda line: print(f"kmut: interpreter check: {line}", file=sys.stderr))
-            except BaselineError as error:  # the survivors stay survivors; the report says so above
-                print(f"kmut: interpreter check not made: {error}", file=sys.stderr)
+            _check_on_the_interpreter(runner, mutants, scope, clock)
         if when == "before":
             with clock.phase("proof beyond the suite"):
                 runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)

@@ -8,7 +8,9 @@ traffic). ``recheck`` runs each survivor of a CUDA run on the interpreter, where
 checked (``suites/check.py``), until its first failing case: a failure kills the mutant in
 the CUDA run's results, with the case and what the interpreter saw. A mutant that timed out
 on the GPU is rechecked too: its extra work may be what made it slow, and the interpreter's
-accounting can name it on a case small enough to finish.
+accounting can name it on a case small enough to finish. In first-kill mode the check does
+not wait for a survivor's every GPU case: a mutant alive after ``GPU_CASES_BEFORE_CHECK`` of
+them is paused (its answers kept), checked here, and only if it lives goes on to the rest.
 
 The unmutated kernel runs on the interpreter only where it must: on the cases that killed a
 survivor there, each of which it has to pass for the kill to count. A case the original fails
@@ -27,6 +29,7 @@ import hashlib
 from dataclasses import replace
 
 from mutants.outcomes import KILLED, SURVIVED, TIMEOUT
+from mutants.store import Result
 from mutants.worker import PASS
 from suites.candidates import estimated_cost
 from suites.cases import Case
@@ -36,15 +39,22 @@ INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check k
 
 # how many times the survivors run again without the cases the original failed on the interpreter
 LEFT_OUT_ROUNDS = 3
+# a mutant of a CUDA run alive after this many GPU cases is checked here before its other GPU
+# cases: the GPU kills most of the mutants it kills well before (curated's catalog bugs: all but
+# one within 94 cases), and a bug only the interpreter sees would otherwise run every GPU case first
+GPU_CASES_BEFORE_CHECK = 128
 
 
-def recheck(runner, mutants: list, *, interpreter_scope, jobs: int, report=None) -> int:
+def recheck(runner, mutants: list, *, interpreter_scope, jobs: int, report=None, undecided: list = ()) -> int:
     """Re-run the survivors and timeouts of ``runner``'s CUDA run (those whose cases ran: not
-    those whose code on the suite is the original's) on the interpreter; returns the kills.
-    ``report`` hears one line per case left out because the original fails it here."""
+    those whose code on the suite is the original's), and the ``undecided`` mutants it paused,
+    on the interpreter; returns the kills. ``report`` hears one line per case left out
+    because the original fails it here."""
     from mutants.runner import BaselineError
 
     results, survivors = runner.checkable_survivors(mutants, outcomes=(SURVIVED, TIMEOUT))
+    results.update({m.key: Result(m.key, m.id, SURVIVED) for m in undecided})
+    survivors += list(undecided)
     kills: dict = {}
     left_out: dict[str, str] = {}  # case id -> how the unmutated kernel failed it here
     pending = survivors

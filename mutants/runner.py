@@ -116,6 +116,9 @@ class _Task:
     answered: dict[int, "CaseRecord"] = field(default_factory=dict)
     # the cases its author declares expose it (a catalog bug's): tried before any other
     exposing: frozenset[int] = frozenset()
+    # first-kill only: once this many of its cases are answered without a kill, it stops
+    # undecided (its answers kept), to go on later from there
+    pause_after: int | None = None
 
 
 @dataclass
@@ -156,13 +159,20 @@ class _Progress:
         return [i for i in self.task.cases if i not in self.results and i not in self.assigned]
 
     def decided(self) -> bool:
-        """No case is left to deal out: a first-kill task has its answer (``stops``), or
-        every case is answered or held."""
+        """No case is left to deal out: a first-kill task has its answer (``stops``), has
+        paused, or every case is answered or held."""
+        return self.stopped() or self.paused() or not self.unassigned()
+
+    def stopped(self) -> bool:
         results = self.results.values()
         import_failed = any(r.text.startswith(IMPORT_FAILED) for r in results)
-        stopped = self.task.stop_at_first_failure and (
+        return self.task.stop_at_first_failure and (
             import_failed or stops({r.result for r in results}, self.compiled(), self.task.compile_keys is not None))
-        return stopped or not self.unassigned()
+
+    def paused(self) -> bool:
+        """Its ``pause_after`` cases answered with no answer yet, and cases left."""
+        return (self.task.pause_after is not None and len(self.results) >= self.task.pause_after
+                and not self.stopped() and bool(self.unassigned()))
 
     def compiled(self) -> bool:
         """A case of a named kernel configuration passed: the kernel compiles there."""
@@ -614,14 +624,16 @@ class Runner:
 
     # -- mutants --
 
-    def run(self, mutants: list[Mutant], *, matrix: bool) -> list[Result]:
+    def run(self, mutants: list[Mutant], *, matrix: bool, pause_after: int | None = None) -> list[Result]:
         """Run every mutant not already in the store; returns the new results.
 
         In first-kill mode a mutant tries first the cases declared to expose it (a catalog
         bug's), then the cases that killed the mutants at its site
         (in the store and in this run), then those that killed any mutant, then the cases
         that launch the configuration its compiled code was first seen to differ on (the
-        classifier compiled it there already), then ``first_kill_order``."""
+        classifier compiled it there already), then ``first_kill_order``. With
+        ``pause_after``, a mutant alive after that many cases stops with no result, its
+        answers kept: a later run goes on from there."""
         done = holding_results(self.store, self.scope, mutants)
         pending = [m for m in mutants if m.key not in done]
         by_id = {m.id: m for m in pending}
@@ -635,6 +647,9 @@ class Runner:
             return results
 
         def finished(progress: _Progress) -> None:
+            if progress.paused():
+                keep_answers(progress)
+                return
             mutant = by_id[progress.task.mutant_id]
             result = self._result(mutant, progress)
             self.store.save(self.scope, result)
@@ -656,7 +671,8 @@ class Runner:
             tasks.append(_Task(m.id, "", sorted(self._compiled_first(m, order), key=lambda i: i not in exposing),
                                not matrix, shared=True,
                                compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
-                               answered=self._answered_before(m, index), exposing=exposing))
+                               answered=self._answered_before(m, index), exposing=exposing,
+                               pause_after=None if matrix else pause_after))
         history = KillHistory()
         by_key = {m.key: m for m in mutants}
         for key, result in done.items():

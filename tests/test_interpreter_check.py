@@ -153,3 +153,37 @@ def test_kmut_run_with_the_interpreter_check_reports_the_kill_in_the_cuda_result
     assert code == cli.EXIT_OK, printed.err
     assert "kmut: interpreter check:" in printed.err and "interpreter check " in printed.err.splitlines()[-1]
     assert "score: 100.0% (1 killed of 1" in printed.out
+
+
+def test_a_mutant_alive_after_its_first_gpu_cases_is_checked_before_the_rest(tmp_path, monkeypatch, capsys):
+    """The CUDA run pauses a mutant after its first cases (stood in for: no result stored);
+    the interpreter kills it there, and the run that goes on has nothing left to run."""
+    from mutants.runner import Runner
+
+    store_path = tmp_path / "results.sqlite"
+    (bug,) = [m for m in catalog_mutants() if m.id == "split-runs-to-context-end"]
+    monkeypatch.setattr(cli, "_device", lambda requested: "cuda")
+    asked = []
+
+    def on_the_interpreter_only(method, otherwise):
+        real = getattr(Runner, method)
+
+        def stand_in(self, *a, **k):
+            if self.device == "cpu":
+                return real(self, *a, **k)
+            if method == "run":
+                asked.append(k.get("pause_after"))
+            return otherwise
+        monkeypatch.setattr(Runner, method, stand_in)
+
+    for method, otherwise in (("baseline", {}), ("classify", 0), ("run", []), ("close", None)):
+        on_the_interpreter_only(method, otherwise)
+    code = cli.main(["run", "--suite", "smoke", "--only", bug.id, "--store", str(store_path), "--jobs", "2"])
+    printed = capsys.readouterr()
+    assert code == cli.EXIT_OK, printed.err
+    assert asked == [interpreter_check.GPU_CASES_BEFORE_CHECK, None], "paused first, then the rest"
+    assert f"the 1 mutant(s) alive after {interpreter_check.GPU_CASES_BEFORE_CHECK} GPU cases" in printed.err
+    assert "score: 100.0% (1 killed of 1" in printed.out
+    gpu = Scope("smoke", cli.scope_digest("cuda"), "first-kill", "cuda")
+    result = Store(store_path).results(gpu, {bug.key: bug.id})[bug.key]
+    assert result.outcome == "killed" and result.detail.startswith(INTERPRETED)

@@ -356,8 +356,9 @@ def test_broken_baseline_stops_the_run(tmp_path):
 def _suite_check_broken(root: Path) -> None:
     """The suite under ``root`` made to fail every logits case."""
     check = root / "suites" / "check.py"
-    check.write_text(check.read_text().replace('    inputs = build_inputs(case)\n',
-                                               '    raise AssertionError("a broken suite")\n', 1))
+    source, first_line = check.read_text(), "    arguments = input_arguments(case)\n"
+    assert first_line in source, "check_case's first line moved: break the suite elsewhere"
+    check.write_text(source.replace(first_line, '    raise AssertionError("a broken suite")\n', 1))
 
 
 def test_workers_import_the_suites_of_the_runs_root_as_they_were_at_its_start(tmp_path):
@@ -1322,3 +1323,25 @@ def test_workers_share_the_oracles_references_for_the_run_only(tmp_path):
     finally:
         runner.close()
     assert not kept.exists(), "the references go with the run"
+
+
+def test_a_paused_mutant_keeps_its_answers_and_goes_on_from_them(tmp_path):
+    """With ``pause_after``, a mutant alive after that many cases stops with no result, its
+    answers kept; the next run answers only the other cases and decides it."""
+    from suites.rejections import RejectionCase
+    from suites.runnable import suite_cases
+
+    cases = [case for case in suite_cases("curated") if isinstance(case, RejectionCase)][:40]
+    runner = _runner(tmp_path, cases)
+    source = read_source(KERNEL)
+    comment = Mutant(id="comment", origin="test", path=KERNEL, line=1, column=0, before="", after="# c",
+                     description="a comment", exposed_by="", source=source + "\n# c\n", side=HOST)
+    try:
+        runner.baseline()
+        assert runner.run([comment], matrix=False, pause_after=1) == []
+        kept = runner.store.unfinished(runner.scope, comment.key)
+        assert 1 <= len(kept) < len(cases)
+        (result,) = runner.run([comment], matrix=False)
+    finally:
+        runner.close()
+    assert result.outcome == "survived" and len(result.case_results) == len(cases)
