@@ -1366,6 +1366,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="preshuffle-type-checked-after-its-layout",
+        description="the preshuffle flag's type checked after the layout's block size (\"the cheap check"
+                    " first\"): a truthy flag of another type on blocks the layout cannot take blames the blocks",
+        exposed_by=Exposure("preshuffle=1 on blocks of 3 and 24 tokens (input edits)",
+                            _edit("preshuffle-truthy-not-a-bool-on-blocks-not-multiple-of-16")),
+        site=m.If(test=m.UnaryOperation(expression=m.Call(func=m.Name("isinstance"),
+                                                          args=[m.Arg(m.Name("preshuffle")), m.ZeroOrMore()]))),
+        mutate=lambda node: node.with_changes(test=_expr(
+            "not isinstance(preshuffle, bool) and not (preshuffle and kv_cache.shape[1] % PRESHUFFLE_TILE)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="results-double-buffered",
         description="the launcher hands out two result buffers of each shape in turn, as a captured decode loop"
                     " would: a caller's result is overwritten by the call after next",

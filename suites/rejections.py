@@ -1232,6 +1232,10 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     InputEdit("validate-not-a-bool", "validate", TypeError, _keywords(validate=1)),
     InputEdit("preshuffle-blocks-not-multiple-of-16", "preshuffle", ValueError, _set(preshuffle=lambda i: True),
               _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
+    # a truthy flag of another type on blocks the layout cannot take: its type is what is wrong
+    # (a check of the layout first blames the blocks)
+    InputEdit("preshuffle-truthy-not-a-bool-on-blocks-not-multiple-of-16", "preshuffle", TypeError,
+              _set(preshuffle=lambda i: 1), _blocks_not_multiple_of_16, bases=("small-kvb3", "small-kvb24")),
     # value ranges, at their boundaries
     _out_of_range("context_lens-past-max-model-len", "context_lens",
                   _context(lambda i, b: i.max_model_len + 1)),

@@ -19,6 +19,7 @@ import torch
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
 from suites.fake_gpu import RecordedLaunches, replaced
+from suites.rejections import launch_planner
 
 # a first call of other sizes sets up what is set up once (imports, the backend); then calls of
 # new sizes, so that a cache of any key grows
@@ -44,17 +45,33 @@ def _attributes(owner) -> dict:
             for name, value in vars(owner).items()}
 
 
+def _function_state(function) -> dict:
+    """A function's attributes, the containers among its defaults (a memo in a default
+    argument), and the entries of a ``functools`` cache around it."""
+    state = _attributes(function)
+    defaults = (*(getattr(function, "__defaults__", None) or ()),
+                *(getattr(function, "__kwdefaults__", None) or {}).values())
+    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, _CONTAINERS))
+    if hasattr(function, "cache_info"):
+        state["cache entries"] = (function.cache_info().currsize, None)
+    return state
+
+
 def op_state(package: str = "kernel") -> dict:
     """Every global of the op's modules, with the contents of its containers, and the
-    attributes of the functions and classes they define."""
+    attributes of the functions (their defaults and caches too) and classes they define."""
     state = {}
     for name, module in sorted(sys.modules.items()):
         if name != package and not name.startswith(package + "."):
             continue
         state[name] = _attributes(module)
         for attribute, value in vars(module).items():
-            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == name:
+            if getattr(value, "__module__", None) != name:
+                continue
+            if isinstance(value, type):
                 state[f"{name}.{attribute}"] = _attributes(value)
+            elif isinstance(value, types.FunctionType) or hasattr(value, "cache_info"):
+                state[f"{name}.{attribute}"] = _function_state(value)
     return state
 
 
@@ -102,3 +119,18 @@ def check_stateless(case: StatelessCase, op, device) -> None:
         changed = _changes(before, op_state(package))
     if changed:
         raise AssertionError(f"calls of the op changed its modules' state, which every later call may read: {changed}")
+    _check_plans_kept(op, device)
+
+
+def _check_plans_kept(op, device) -> None:
+    """A launch once planned runs what it was planned with, whatever is planned after it: the
+    same sizes planned again without ``next_n_lens`` leave the first plan as it was."""
+    planner = launch_planner(op)
+    if planner is None:
+        return
+    inputs = build_inputs(CALLS[-1]).to(device)
+    first = planner(*inputs.op_args(), **inputs.op_kwargs())
+    planned = repr((first.grid, first.constexprs, first.options))
+    planner(*inputs.op_args(), **{**inputs.op_kwargs(), "next_n_lens": None})
+    now = repr((first.grid, first.constexprs, first.options))
+    assert now == planned, f"a launch planned earlier changed when the same sizes were planned again: {planned} became {now}"
