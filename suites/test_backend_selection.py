@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from kernel.python_path import PROJECT_ROOT, project_first
 
 
@@ -65,11 +67,13 @@ def test_triton_imported_first_without_a_choice_is_refused_in_one_line():
     assert last.startswith("ImportError: kernel: no CUDA device, and triton was imported before kernel"), last
 
 
-def test_a_choice_the_caller_made_is_kept():
-    """TRITON_INTERPRET=0 (an offline compile for a GPU on a machine without one) stays 0."""
-    run = _run("import triton\nimport kernel, os\nprint(os.environ['TRITON_INTERPRET'])", interpret="0")
+@pytest.mark.parametrize("choice", ["0", ""])
+def test_a_choice_the_caller_made_is_kept(choice):
+    """TRITON_INTERPRET=0 (an offline compile for a GPU on a machine without one) stays 0, and a
+    variable set empty is set all the same (Triton reads it as off): the op leaves both."""
+    run = _run("import triton\nimport kernel, os\nprint(repr(os.environ['TRITON_INTERPRET']))", interpret=choice)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == "0"
+    assert run.stdout.strip() == repr(choice)
 
 
 def test_triton_imported_first_on_a_gpu_machine_imports_the_op():
