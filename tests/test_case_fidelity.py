@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from kernel import fp8_paged_mqa_logits
-from oracle import OpInputs, reference_logits
+from oracle import OpInputs, make_inputs, reference_logits
 from suites.cases import AXES, Case, suite
-from suites.check import SPARE_BLOCKS_PER_ROW, build_inputs, check_case, interpreter_checked
+from suites.check import SPARE_BLOCKS_PER_ROW, check_case, input_arguments, interpreter_checked
 from suites.rejections import EDITS, RejectionCase, check_rejection, rejection_cases, same_bits
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="runs the checker on the CPU")
@@ -70,7 +70,9 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
     op = _RecordingReference()
     check_case(case, op)
     assert len(op.calls) >= 2 + bool(case.tuning())
-    built = None if case.holds_gigabytes else build_inputs(case)
+    # built here from the module's own reference to the arguments: a checker patched to build
+    # lighter inputs must not change what its calls are compared with
+    built = None if case.holds_gigabytes else make_inputs(**input_arguments(case))
     for number, (given, keywords) in enumerate(op.calls, start=1):
         what = f"call {number} of {case.id}"
         assert given.q.shape == (case.batch, case.next_n, case.heads, case.head_dim), what
@@ -113,8 +115,8 @@ def test_a_checker_that_runs_a_lighter_call_fails_here(monkeypatch):
     from dataclasses import replace
 
     case = next(c for c in CASES if c.pool == "over-2gib")
-    original = check.build_inputs
-    monkeypatch.setattr(check, "build_inputs", lambda c: original(replace(c, pool="compact")))
+    original = check.input_arguments  # what every builder of a case's inputs reads
+    monkeypatch.setattr(check, "input_arguments", lambda c: original(replace(c, pool="compact")))
     with pytest.raises(AssertionError, match="a smaller pool"):
         test_every_call_of_a_case_is_the_call_it_declares(case)
 
@@ -124,8 +126,8 @@ def test_a_checker_that_drops_the_values_profile_fails_here(monkeypatch):
     from dataclasses import replace
 
     case = next(c for c in CASES if c.values == "large" and not c.holds_gigabytes)
-    original = check.build_inputs
-    monkeypatch.setattr(check, "build_inputs", lambda c: original(replace(c, values="random")))
+    original = check.input_arguments  # what every builder of a case's inputs reads
+    monkeypatch.setattr(check, "input_arguments", lambda c: original(replace(c, values="random")))
     with pytest.raises(AssertionError, match="differs from what the case builds"):
         test_every_call_of_a_case_is_the_call_it_declares(case)
 
