@@ -26,7 +26,7 @@ from suites.rejections import launch_planner
 WARM_UP = (Case(heads=32, head_dim=64),)
 CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
                                                                   next_n_lens="ragged", preshuffle=True))
-_CONTAINERS = (list, dict, set, bytearray)
+CONTAINERS = (list, dict, set, bytearray)
 
 
 def _contents(value) -> tuple | bytes:
@@ -41,7 +41,7 @@ def _contents(value) -> tuple | bytes:
 
 
 def _attributes(owner) -> dict:
-    return {name: (id(value), _contents(value) if isinstance(value, _CONTAINERS) else None)
+    return {name: (id(value), _contents(value) if isinstance(value, CONTAINERS) else None)
             for name, value in vars(owner).items()}
 
 
@@ -51,7 +51,7 @@ def _function_state(function) -> dict:
     state = _attributes(function)
     defaults = (*(getattr(function, "__defaults__", None) or ()),
                 *(getattr(function, "__kwdefaults__", None) or {}).values())
-    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, _CONTAINERS))
+    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, CONTAINERS))
     if hasattr(function, "cache_info"):
         state["cache entries"] = (function.cache_info().currsize, None)
     return state

@@ -6,7 +6,7 @@ import pytest
 import kernel.paged_mqa_logits as launcher
 from kernel import fp8_paged_mqa_logits
 from suites.runnable import check, from_dict, to_dict
-from suites.stateless import StatelessCase, stateless_cases
+from suites.stateless import CONTAINERS, StatelessCase, stateless_cases
 
 
 def test_the_op_keeps_no_state_between_calls(device):
@@ -33,3 +33,27 @@ def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device):
     monkeypatch.setattr(launcher, "plan_launch", remembering)
     with pytest.raises(AssertionError, match=r"changed its modules' state.*_LAST_PLAN"):
         check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
+def test_no_function_of_the_op_keeps_a_cache():
+    """Every module of the op, the gfx950 launcher's too wherever flydsl imports (it runs only
+    on a gfx950, so no call made here shows what it keeps): no ``functools`` cache and no
+    container among a function's defaults, the forms of kept state that calls alone may not
+    reveal."""
+    import importlib
+    import pkgutil
+
+    import kernel
+
+    modules = []
+    for info in pkgutil.iter_modules(kernel.__path__):
+        try:
+            modules.append(importlib.import_module(f"kernel.{info.name}"))
+        except ImportError:  # the gfx950 launcher without flydsl
+            continue
+    assert "kernel.paged_mqa_logits" in {module.__name__ for module in modules}
+    kept = [f"{module.__name__}.{name}" for module in modules for name, value in vars(module).items()
+            if getattr(value, "__module__", None) == module.__name__
+            and (hasattr(value, "cache_info") or any(isinstance(default, CONTAINERS)
+                                                     for default in getattr(value, "__defaults__", None) or ()))]
+    assert not kept, f"functions of the op that keep state across calls: {kept}"
