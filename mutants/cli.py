@@ -415,7 +415,8 @@ def _sweep(args, cluster) -> int:
         if interpreter_check:
             print("kmut: interpreter check: the survivors on Triton's CPU interpreter, every access bounds-checked"
                   " and every launch's work held to its model", file=sys.stderr)
-            _check_on_the_interpreter(runner, mutants, scope, clock)
+            # those checked before their other GPU cases lived there: they are not checked again
+            _check_on_the_interpreter(runner, [m for m in mutants if m not in undecided], scope, clock)
         if when == "before":
             with clock.phase("proof beyond the suite"):
                 runner.classify(mutants, jobs=compile_jobs, progress=progress, survivors=True)

@@ -1409,7 +1409,8 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
         check_knobs_passed_through(planned_tuning(planned), keywords, edit.name)
 
 
-# the tuning knobs a caller may pass: each one given runs as given, or the call is refused
+# the tuning knobs a caller may pass, in the order the pinned defaults' table spells them: each
+# one given runs as given, or the call is refused
 KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program")
 
 

@@ -26,7 +26,7 @@ from suites.rejections import launch_planner
 WARM_UP = (Case(heads=32, head_dim=64),)
 CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
                                                                   next_n_lens="ragged", preshuffle=True))
-CONTAINERS = (list, dict, set, bytearray)
+_CONTAINERS = (list, dict, set, bytearray)
 
 
 def _contents(value) -> tuple | bytes:
@@ -41,7 +41,7 @@ def _contents(value) -> tuple | bytes:
 
 
 def _attributes(owner) -> dict:
-    return {name: (id(value), _contents(value) if isinstance(value, CONTAINERS) else None)
+    return {name: (id(value), _contents(value) if isinstance(value, _CONTAINERS) else None)
             for name, value in vars(owner).items()}
 
 
@@ -51,10 +51,24 @@ def _function_state(function) -> dict:
     state = _attributes(function)
     defaults = (*(getattr(function, "__defaults__", None) or ()),
                 *(getattr(function, "__kwdefaults__", None) or {}).values())
-    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, CONTAINERS))
+    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, _CONTAINERS))
     if hasattr(function, "cache_info"):
         state["cache entries"] = (function.cache_info().currsize, None)
     return state
+
+
+def _is_function(value) -> bool:
+    """A plain function, or a ``functools`` cache around one."""
+    return isinstance(value, types.FunctionType) or hasattr(value, "cache_info")
+
+
+def keeps_state(value) -> bool:
+    """Whether ``value`` is a function that holds a container among its defaults or a
+    ``functools`` cache: state that calls alone may not reveal."""
+    if not _is_function(value):
+        return False
+    state = _function_state(value)
+    return bool(state["defaults"]) or "cache entries" in state
 
 
 def op_state(package: str = "kernel") -> dict:
@@ -70,7 +84,7 @@ def op_state(package: str = "kernel") -> dict:
                 continue
             if isinstance(value, type):
                 state[f"{name}.{attribute}"] = _attributes(value)
-            elif isinstance(value, types.FunctionType) or hasattr(value, "cache_info"):
+            elif _is_function(value):
                 state[f"{name}.{attribute}"] = _function_state(value)
     return state
 

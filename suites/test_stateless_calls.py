@@ -6,7 +6,7 @@ import pytest
 import kernel.paged_mqa_logits as launcher
 from kernel import fp8_paged_mqa_logits
 from suites.runnable import check, from_dict, to_dict
-from suites.stateless import CONTAINERS, StatelessCase, stateless_cases
+from suites.stateless import StatelessCase, keeps_state, stateless_cases
 
 
 def test_the_op_keeps_no_state_between_calls(device):
@@ -53,7 +53,5 @@ def test_no_function_of_the_op_keeps_a_cache():
             continue
     assert "kernel.paged_mqa_logits" in {module.__name__ for module in modules}
     kept = [f"{module.__name__}.{name}" for module in modules for name, value in vars(module).items()
-            if getattr(value, "__module__", None) == module.__name__
-            and (hasattr(value, "cache_info") or any(isinstance(default, CONTAINERS)
-                                                     for default in getattr(value, "__defaults__", None) or ()))]
+            if getattr(value, "__module__", None) == module.__name__ and keeps_state(value)]
     assert not kept, f"functions of the op that keep state across calls: {kept}"

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from suites.cases import HostCase
-from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS
+from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS, KNOBS
 
 TABLE = Path(__file__).with_name("tuning_defaults.json")
 # the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
@@ -93,8 +93,6 @@ WARP_GROUP = 4
 # is repeated to fill them
 TOKEN_ROWS_PER_WARP = 16
 MIN_MMA_TOKEN_ROWS = 64
-# the knobs of a launch, in the order the table spells them
-KNOBS = ("num_splits", "block_n", "num_warps", "num_stages", "slots_per_program")
 
 
 @dataclass(frozen=True)
