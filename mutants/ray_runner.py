@@ -88,7 +88,7 @@ def leave_cluster(sweep: ClusterSweep) -> None:
 
 class RayRunner(Runner):
     """The runner whose batches (baseline, re-runs, mutants) run as Ray tasks, at most
-    ``jobs`` at a time, each mutant's cases in kill-history order as locally."""
+    ``jobs`` at a time, each mutant's cases in the order of a local run."""
 
     def _run_tasks(self, tasks: list[_Task], *, label: str, on_done=None, mutants=None,
                    per_case: bool = False, history: KillHistory | None = None, on_share=None) -> list[_Progress]:
@@ -109,13 +109,12 @@ class RayRunner(Runner):
                 while queue and len(running) < self.jobs:
                     progress = queue.pop(0)
                     mutant = mutants.get(progress.task.mutant_id) if mutants else None
-                    kills.order(progress, mutant, self.case_seconds_by_index)
+                    self.put_in_order(kills, progress, mutant)
                     mutated = {mutant.path: mutant.source} if mutant else {}
                     running[run_task.remote(shipment, replace(progress.task, overlay=""), mutated)] = progress
                 (ready,), _ = ray.wait(list(running), num_returns=1)
                 task = running.pop(ready).task
                 done = _returned(ready, task)
-                kills.record(done, mutants.get(done.task.mutant_id) if mutants else None)
                 finished.append(done)
                 if on_done:
                     on_done(done)

@@ -21,6 +21,7 @@ Order of a run:
    stopped): resumed, it deals out only the rest.
 """
 
+import math
 import multiprocessing
 import os
 import shutil
@@ -81,6 +82,9 @@ MAX_SHARE_CASES = 64
 # a share's cases expected to take at most this, or the task's expected seconds left over
 # twice the workers where that is more; at least one case: a long case goes out alone
 SHARE_SECONDS = 1.0
+# a first-kill order reads the baseline's case times only by class, each a factor of this
+# wide, so that one baseline's noise does not reorder the cases of the next run
+ORDER_TIME_CLASS = 4.0
 # before the baseline has measured it, what a case that holds gigabytes is taken to need
 GIGABYTE_CASE_SECONDS = 5.0
 GIGABYTE_CASE_PEAK = 10 * 2**30  # the largest measured on an H200 is 8 GiB
@@ -628,10 +632,12 @@ class Runner:
         """Run every mutant not already in the store; returns the new results.
 
         In first-kill mode a mutant tries first the cases declared to expose it (a catalog
-        bug's), then the cases that killed the mutants at its site
-        (in the store and in this run), then those that killed any mutant, then the cases
-        that launch the configuration its compiled code was first seen to differ on (the
-        classifier compiled it there already), then ``first_kill_order``. With
+        bug's), then the cases that killed the mutants at its site, then those that killed
+        any mutant (the store's kills before this run, at any digest of the suite: kills of
+        this run do not reorder it, so the order does not hang on which worker finished
+        first), then the cases that launch the configuration its compiled code was first seen
+        to differ on (the classifier compiled it there already), then ``first_kill_order``.
+        The head of each mutant's order is recorded in the store. With
         ``pause_after``, a mutant alive after that many cases stops with no result, its
         answers kept: a later run goes on from there."""
         done = holding_results(self.store, self.scope, mutants)
@@ -674,12 +680,19 @@ class Runner:
                                answered=self._answered_before(m, index), exposing=exposing,
                                pause_after=None if matrix else pause_after))
         history = KillHistory()
-        by_key = {m.key: m for m in mutants}
-        for key, result in done.items():
-            history.record_kills(by_key[key], [index[c] for c in result.killed_by if c in index])
+        by_name = {m.id: m for m in mutants}
+        for mutant_id, killers in self.store.earlier_kills(self.scope, set(by_name)).items():
+            history.record_kills(by_name[mutant_id], [index[c] for c in killers if c in index])
         self._run_tasks(tasks, label="mutants", on_done=finished, mutants=by_id, history=history,
                         on_share=keep_answers)
         return results
+
+    def put_in_order(self, history: "KillHistory", progress: "_Progress", mutant: Mutant | None) -> None:
+        """Order a first-kill task's cases by ``history`` before its first case is dealt out,
+        and record the head of a mutant's order in the store."""
+        history.order(progress, mutant, self.case_seconds_by_index)
+        if mutant is not None and progress.task.stop_at_first_failure and self.store is not None:
+            self.store.save_order(self.scope, mutant.key, [self.case_ids[i] for i in progress.task.cases])
 
     def _answered_before(self, mutant: Mutant, index: dict[str, int]) -> dict[int, CaseRecord]:
         """The cases a stopped run of ``mutant`` answered, by ``index`` into this run's cases."""
@@ -711,12 +724,14 @@ class Runner:
         return self._case_compile_keys
 
     def cheapest_first(self) -> list[int]:
-        """Case indices by the baseline's time per case, fastest first (suite order on ties):
+        """Case indices by the baseline's time per case in classes (``time_class``), fastest
+        first (``cost_guess``, then the suite's order, within a class):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
         shapes) go before the expensive ones. Cases no baseline timed go last, by
         ``cost_guess`` where one is set."""
         guess = self.cost_guess or (lambda case: 0)
-        return sorted(range(len(self.cases)), key=lambda i: (self.case_seconds_by_index(i), guess(self.cases[i]), i))
+        return sorted(range(len(self.cases)),
+                      key=lambda i: (time_class(self.case_seconds_by_index(i)), guess(self.cases[i]), i))
 
     def first_kill_order(self) -> list[int]:
         """The order of a mutant with no kill history: the first share cheapest first, then the
@@ -937,10 +952,6 @@ class KillHistory:
         self.kills: dict[int, int] = {}
         self.site_kills: dict[tuple[str, int], dict[int, int]] = {}
 
-    def record(self, progress: _Progress, mutant: Mutant | None) -> None:
-        """The kills of a finished task."""
-        self.record_kills(mutant, [case for case, record in progress.results.items() if record.result == FAIL])
-
     def record_kills(self, mutant: Mutant | None, killers: list[int]) -> None:
         site = self.site_kills.setdefault((mutant.path, mutant.line), {}) if mutant else {}
         for case in killers:
@@ -955,12 +966,15 @@ class KillHistory:
 
     def ordered(self, cases: list[int], mutant: Mutant | None, seconds, exposing=frozenset()) -> list[int]:
         """``cases`` with those that killed mutants at ``mutant``'s site first, then those that
-        killed any mutant, each by kills per second of baseline time; the rest keep their
+        killed any mutant, each by kills per second of baseline time (its class); the rest keep their
         order. A mutant tends to fall to the case that killed its neighbours. The cases
         declared to expose it (``exposing``) stay ahead of all of them."""
         site = self.site_kills.get((mutant.path, mutant.line), {}) if mutant else {}
-        return sorted(cases, key=lambda i: (i not in exposing, -site.get(i, 0) / max(seconds(i), 1e-3),
-                                            -self.kills.get(i, 0) / max(seconds(i), 1e-3)))
+
+        def cost(i: int) -> float:
+            return max(time_class(seconds(i)), 1e-3)
+
+        return sorted(cases, key=lambda i: (i not in exposing, -site.get(i, 0) / cost(i), -self.kills.get(i, 0) / cost(i)))
 
 
 class _Scheduler:
@@ -1030,7 +1044,7 @@ class _Scheduler:
             task = progress.task
             mutant = self.mutants.get(task.mutant_id) if self.mutants is not None else None
             if not progress.holders and not progress.results:
-                self.history.order(progress, mutant, self.runner.case_seconds_by_index)
+                self.runner.put_in_order(self.history, progress, mutant)
             if mutant is not None and not task.overlay:
                 task.overlay = self.runner.overlay(mutant.key, mutant.path, mutant.source)
             worker.assign(progress, self.runner.case_dicts, self._share(progress), self.runner.case_peak_by_index)
@@ -1214,7 +1228,6 @@ class _Scheduler:
     def _finish(self, progress: _Progress) -> None:
         progress.finished = time.monotonic()
         self.finished.append(progress)
-        self.history.record(progress, self.mutants.get(progress.task.mutant_id) if self.mutants is not None else None)
         if self.on_done:
             self.on_done(progress)
         if self.mutants is not None and progress.task.overlay:
@@ -1251,6 +1264,14 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
         return ""
     named = ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases" for p in running[:most])
     return f"; running: {named}" + (f" and {len(running) - most} more" if len(running) > most else "")
+
+
+def time_class(seconds: float) -> float:
+    """The class of a baseline case time that orders a first-kill run: the power of
+    ``ORDER_TIME_CLASS`` at or below it (unknown times last)."""
+    if math.isinf(seconds):
+        return seconds
+    return ORDER_TIME_CLASS ** math.floor(math.log(max(seconds, 1e-6), ORDER_TIME_CLASS))
 
 
 def compile_grouped_order(cases) -> list[int]:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from mutants.outcomes import CASE_RESULTS, LASTING, OUTCOMES
+from mutants.outcomes import CASE_RESULTS, KILLED, LASTING, OUTCOMES
 
 # bump when the tables or the values their CHECK constraints allow change
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE results (
@@ -62,6 +62,7 @@ CREATE TABLE baselines (
 );
 {case_memory}
 {unfinished_cases}
+{case_orders}
 CREATE TABLE runs (
     suite TEXT NOT NULL,
     digest TEXT NOT NULL,
@@ -122,9 +123,26 @@ UNFINISHED_CASES = f"""CREATE TABLE unfinished_cases (
     PRIMARY KEY (mutant_key, suite, digest, mode, device, case_id)
 );"""
 
+# the cases a first-kill run of a mutant tried first, in the order it tried them (its first
+# ``ORDER_RECORDED``): the order is a function of the suite, the baseline's time classes,
+# the store's kills before the run and the classification, so a later run can be checked
+# against it
+CASE_ORDERS = """CREATE TABLE case_orders (
+    mutant_key TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    device TEXT NOT NULL,
+    case_ids TEXT NOT NULL,
+    PRIMARY KEY (mutant_key, suite, digest, mode, device)
+);"""
+
+ORDER_RECORDED = 64
+
 # what a store of an older version lacks, added when it is opened for writing; its tables
 # are otherwise this version's, so a report reads it as it is
-ADDED_SINCE = {3: f"{CASE_MEMORY}\n{UNFINISHED_CASES}", 4: UNFINISHED_CASES}
+ADDED_SINCE = {3: f"{CASE_MEMORY}\n{UNFINISHED_CASES}\n{CASE_ORDERS}", 4: f"{UNFINISHED_CASES}\n{CASE_ORDERS}",
+               5: CASE_ORDERS}
 
 
 def default_store_path(project: Path = Path(".")) -> Path:
@@ -227,6 +245,7 @@ class Store:
             outcomes, case_results = _allowed_values()
             self.db.executescript(SCHEMA.format(outcomes=_sql_list(outcomes), case_results=_sql_list(case_results),
                                                 case_memory=CASE_MEMORY, unfinished_cases=UNFINISHED_CASES,
+                                                case_orders=CASE_ORDERS,
                                                 version=SCHEMA_VERSION))
             return
         if tables == 0:
@@ -270,6 +289,27 @@ class Store:
             "SELECT case_id, result, seconds, detail FROM unfinished_cases"
             " WHERE mutant_key=? AND suite=? AND digest=? AND mode=? AND device=?", (mutant_key, *scope.key()))
         return {case_id: Answer(result, seconds, detail) for case_id, result, seconds, detail in rows}
+
+    def save_order(self, scope: Scope, mutant_key: str, case_ids: list[str]) -> None:
+        """The order a first-kill run gave ``mutant_key``'s cases (its head is kept)."""
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO case_orders VALUES (?,?,?,?,?,?)",
+                            (mutant_key, *scope.key(), json.dumps(case_ids[:ORDER_RECORDED])))
+
+    def order(self, scope: Scope, mutant_key: str) -> list[str]:
+        """The head of the case order recorded for ``mutant_key``; empty if none was."""
+        row = self.db.execute("SELECT case_ids FROM case_orders WHERE mutant_key=? AND suite=? AND digest=?"
+                              " AND mode=? AND device=?", (mutant_key, *scope.key())).fetchone()
+        return json.loads(row[0]) if row else []
+
+    def earlier_kills(self, scope: Scope, mutant_ids: set[str]) -> dict[str, list[str]]:
+        """The cases that killed each of ``mutant_ids`` in the store's runs of this suite, mode
+        and device, at any digest (the latest result of each id): where a mutant of the same
+        name fell before."""
+        rows = self.db.execute(
+            "SELECT mutant_id, killed_by FROM results WHERE suite=? AND mode=? AND device=? AND outcome=?"
+            " ORDER BY finished", (scope.suite, scope.mode, scope.device, KILLED))
+        return {mutant_id: json.loads(killed_by) for mutant_id, killed_by in rows if mutant_id in mutant_ids}
 
     def finished_keys(self, scope: Scope) -> set[str]:
         rows = self.db.execute(

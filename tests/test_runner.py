@@ -65,10 +65,10 @@ def _project_copy(tmp_path, kernel_source: str) -> Path:
     return root
 
 
-def _runner(tmp_path, cases, root=PROJECT_ROOT, **kwargs) -> Runner:
+def _runner(tmp_path, cases, root=PROJECT_ROOT, jobs=2, **kwargs) -> Runner:
     store = Store(tmp_path / "results.sqlite")
     scope = Scope("smoke", source_digest(root), "first-kill", "cpu")
-    return Runner(cases=cases, device="cpu", jobs=2, store=store, scope=scope, root=root, **kwargs)
+    return Runner(cases=cases, device="cpu", jobs=jobs, store=store, scope=scope, root=root, **kwargs)
 
 
 def test_every_failure_mode_is_its_own_outcome(tmp_path):
@@ -105,6 +105,31 @@ def test_every_failure_mode_is_its_own_outcome(tmp_path):
     assert "raised on valid inputs: RuntimeError: device lost" in results["raises"].detail
     assert "finite cell(s) out of tolerance" in results["wrong-answer"].detail
     assert results["wrong-answer"].killed_by == [cases[0].id]
+
+
+def test_a_kill_of_this_run_does_not_reorder_a_later_mutants_cases_and_each_order_is_recorded(tmp_path):
+    """The first mutant falls to the ragged case alone; the second, at the same site, runs
+    after it on the one worker. Its order must still be the one the run began with (a kill
+    history that grew as mutants finished made it hang on which worker finished first)."""
+    cases = smoke()
+    ragged = next(i for i, case in enumerate(cases) if case.next_n_lens != "none")
+    runner = _runner(tmp_path, cases, jobs=1)
+    try:
+        runner.baseline()
+        runner.case_seconds = {case.id: 0.1 for case in cases}  # one time class: the suite's order
+        expected = [cases[i].id for i in runner.first_kill_order()]
+        assert expected.index(cases[ragged].id) > 0
+        original = read_source(KERNEL)
+        mutants = [replace(_mutant("ragged-raises", _launcher_prefixed(
+                               "if next_n_lens is not None: raise RuntimeError('ragged')")), side=HOST),
+                   replace(_mutant("unchanged", original + "\n# a comment\n"), side=HOST)]
+        results = {r.mutant_id: r for r in runner.run(mutants, matrix=False)}
+        orders = {m.id: runner.store.order(runner.scope, m.key) for m in mutants}
+    finally:
+        runner.close()
+    assert results["ragged-raises"].killed_by == [cases[ragged].id]
+    assert results["unchanged"].outcome == "survived"
+    assert orders == {"ragged-raises": expected, "unchanged": expected}
 
 
 def test_a_compile_error_is_stillborn_under_a_device_mutant_and_a_kill_under_a_host_one(tmp_path):
@@ -651,10 +676,15 @@ def test_a_mutant_tries_the_cheapest_cases_first(tmp_path):
     cases = smoke()
     runner = _runner(tmp_path, cases)
     try:
-        runner.case_seconds = {cases[0].id: 3.0, cases[1].id: 0.5, cases[2].id: 1.0}
+        runner.case_seconds = {cases[0].id: 20.0, cases[1].id: 0.5, cases[2].id: 1.0}
         assert runner.cheapest_first() == [1, 2, 0]
         runner.case_seconds = {cases[0].id: 1.0, cases[1].id: 1.0}  # ties keep the suite's order; unknown last
         assert runner.cheapest_first() == [0, 1, 2]
+        # times within one class (a factor of ORDER_TIME_CLASS) are alike: one baseline's noise
+        # does not reorder the next run's cases
+        for first, second in ((1.1, 3.9), (3.5, 1.2)):
+            runner.case_seconds = {cases[0].id: first, cases[1].id: second, cases[2].id: 0.2}
+            assert runner.cheapest_first() == [2, 0, 1]
     finally:
         runner.close()
 

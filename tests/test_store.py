@@ -1,6 +1,7 @@
 """The result store: its schema refuses values no kmut writes, and reading checks every row."""
 
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
@@ -90,7 +91,8 @@ def test_a_version_3_store_gains_the_case_memory_table_and_keeps_its_results(tmp
     store.save(SCOPE, _result("k1", "m1"))
     store.save_baseline(SCOPE, {"c1": 0.5})
     with store.db:
-        store.db.executescript("DROP TABLE case_memory; DROP TABLE unfinished_cases; PRAGMA user_version = 3;")
+        store.db.executescript("DROP TABLE case_memory; DROP TABLE unfinished_cases; DROP TABLE case_orders;"
+                               " PRAGMA user_version = 3;")
     store.close()
     reader = Store(path, read_only=True)
     assert set(reader.results(SCOPE, {"k1": "m1"})) == {"k1"} and reader.case_memory(SCOPE) == {}
@@ -114,18 +116,42 @@ def test_an_unfinished_mutants_answers_are_kept_until_its_result_is_saved(tmp_pa
     assert store.unfinished(SCOPE, "k1") == {} and store.unfinished(SCOPE, "k2") == {"c0": Answer("pass", 0.25)}
 
 
-def test_a_version_4_store_gains_the_unfinished_cases_table(tmp_path):
+def _written_to(store: Store, version: int) -> None:
+    if version == 4:
+        store.save_unfinished(SCOPE, "k2", {"c0": Answer("pass", 0.5)})
+        assert store.unfinished(SCOPE, "k2") == {"c0": Answer("pass", 0.5)}
+    store.save_order(SCOPE, "k2", ["c1", "c0"])
+    assert store.order(SCOPE, "k2") == ["c1", "c0"] and store.order(SCOPE, "k1") == []
+
+
+@pytest.mark.parametrize("version, dropped", [(4, "unfinished_cases, case_orders"), (5, "case_orders")])
+def test_an_older_store_gains_the_tables_of_later_versions(tmp_path, version, dropped):
     path = tmp_path / "results.sqlite"
     store = Store(path)
     store.save(SCOPE, _result("k1", "m1"))
     with store.db:
-        store.db.executescript("DROP TABLE unfinished_cases; PRAGMA user_version = 4;")
+        store.db.executescript("".join(f"DROP TABLE {table};" for table in dropped.split(", "))
+                               + f" PRAGMA user_version = {version};")
     store.close()
     writer = Store(path)
     assert writer.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    writer.save_unfinished(SCOPE, "k2", {"c0": Answer("pass", 0.5)})
-    assert writer.unfinished(SCOPE, "k2") == {"c0": Answer("pass", 0.5)}
+    _written_to(writer, version)
     assert set(writer.results(SCOPE, {"k1": "m1"})) == {"k1"}
+
+
+def test_a_mutants_order_keeps_its_head_and_earlier_kills_span_digests(tmp_path):
+    from mutants.store import ORDER_RECORDED
+
+    store = Store(tmp_path / "results.sqlite")
+    store.save_order(SCOPE, "k1", [f"c{i}" for i in range(ORDER_RECORDED + 5)])
+    assert store.order(SCOPE, "k1") == [f"c{i}" for i in range(ORDER_RECORDED)]
+    other_digest = Scope(SCOPE.suite, "0ther", SCOPE.mode, SCOPE.device)
+    store.save(other_digest, replace(_result("k1", "m1"), killed_by=["c7"]))
+    store.save(SCOPE, replace(_result("k2", "m2"), killed_by=["c3"]))
+    store.save(SCOPE, _result("k4", "m4", "survived"))
+    store.save(Scope(SCOPE.suite, "0ther", SCOPE.mode, "cuda"), replace(_result("k3", "m3"), killed_by=["c9"]))
+    assert store.earlier_kills(SCOPE, {"m1", "m2", "m3", "m4"}) == {"m1": ["c7"], "m2": ["c3"]}
+    assert store.earlier_kills(SCOPE, {"m2"}) == {"m2": ["c3"]}
 
 
 def test_a_file_that_is_not_sqlite_or_cannot_be_created_is_a_store_error(tmp_path):
