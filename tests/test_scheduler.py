@@ -70,7 +70,8 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
                              expected_seconds=lambda i: (seconds or {}).get(i, 0.01),
                              holds_gigabytes=lambda i: i in (gigabytes or ()),
                              _start_worker=start_worker, _release_worker=lambda w, completed: w.stop(),
-                             _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)])
+                             _report=lambda *a: None, progress=None, clock=RunClock(), case_compile_keys=lambda: [(i % kernels,) for i in range(cases)],
+                             put_in_order=lambda history, progress, mutant: history.order(progress, mutant, lambda i: 1.0))
     finished = _Scheduler(runner, tasks, label="").run()
     return finished, log
 
