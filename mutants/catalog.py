@@ -1242,6 +1242,20 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="last-tuning-kept-in-a-namespace",
+        description="the launcher keeps the last call's tuning in a module-level namespace (\"a profiler reads"
+                    " what the last call ran\"): right on every call alone, one object whose attribute every"
+                    " thread's call replaces under the others",
+        exposed_by=Exposure("calls of new sizes after a warm-up (the stateless case)",
+                            lambda case: isinstance(case, StatelessCase)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"vars(globals().setdefault('last_call', __import__('types').SimpleNamespace())).__setitem__('tuning',"
+            f" {_code(node.value)}) or last_call.tuning")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="dependent-launch-option-dropped",
         description="the launch options lose launch_pdl (\"the kernel waits for the previous grid anyway\"): a"
                     " plain launch, whose start no longer overlaps the end of the step's previous kernel",

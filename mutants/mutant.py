@@ -79,10 +79,13 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:
     """Hash of every file a mutant's outcome depends on besides the mutant itself: the
-    kernel package, the oracle and the suites (their code and their data)."""
+    kernel package, the oracle and the suites, every file of theirs (their code and their
+    data, whatever its kind: the curated additions that ``kmut curate --write`` makes, the
+    pinned tuning table), but Python's byte-code."""
     digest = hashlib.sha256()
     for folder in (TRITON_TARGET.package, "oracle", "suites"):
-        for path in sorted(p for suffix in ("*.py", "*.json") for p in (root / folder).rglob(suffix)):
+        for path in sorted(p for p in (root / folder).rglob("*")
+                           if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"):
             digest.update(str(path.relative_to(root)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:20]

@@ -10,8 +10,12 @@ modules' globals, their containers' contents and its functions' and classes' att
 what they were before, so no such state exists for a race to reach.
 """
 
+import array
+import os
 import sys
+import threading
 import types
+from collections.abc import MutableMapping, MutableSequence, MutableSet
 from dataclasses import dataclass
 
 import torch
@@ -26,35 +30,52 @@ from suites.rejections import launch_planner
 WARM_UP = (Case(heads=32, head_dim=64),)
 CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
                                                                   next_n_lens="ragged", preshuffle=True))
-_CONTAINERS = (list, dict, set, bytearray)
+# objects whose own attributes are what they hold (a namespace, a thread's locals)
+_HOLDERS = (types.SimpleNamespace, threading.local)
 
 
-def _contents(value) -> tuple | bytes:
-    """What a mutable value holds, by the identity of each item."""
-    if isinstance(value, dict):
-        return tuple((key, id(item)) for key, item in value.items())
-    if isinstance(value, list):
-        return tuple(map(id, value))
-    if isinstance(value, bytearray):
+def _contents(value, package: str) -> tuple | bytes | None:
+    """What a mutable value holds, by the identity of each item, its key's with it in a
+    mapping (a plan replaced under the same key is a change); None for a value that holds
+    nothing a call could change (a number, a string, a function, a class, a module)."""
+    if isinstance(value, (bytearray, array.array)):
         return bytes(value)
-    return tuple(sorted(map(id, value)))
+    if value is os.environ:  # its values are decoded anew at each read: compared as text
+        return tuple(sorted(value.items()))
+    if isinstance(value, MutableMapping):
+        return tuple((key, id(item)) for key, item in list(value.items()))
+    if isinstance(value, MutableSequence):
+        return tuple(map(id, value))
+    if isinstance(value, MutableSet):
+        return tuple(sorted(map(id, value)))
+    if isinstance(value, _HOLDERS) or _defined_in(type(value), package):
+        return tuple((name, id(item)) for name, item in vars(value).items()) if hasattr(value, "__dict__") else None
+    return None
 
 
-def _attributes(owner) -> dict:
-    return {name: (id(value), _contents(value) if isinstance(value, _CONTAINERS) else None)
-            for name, value in vars(owner).items()}
+def _defined_in(kind: type, package: str) -> bool:
+    """A class of the op's own package: the attributes of its instances are the op's state."""
+    return kind.__module__.split(".")[0] == package and not issubclass(kind, type)
 
 
-def _function_state(function) -> dict:
+def _attributes(owner, package: str) -> dict:
+    return {name: (id(value), _contents(value, package)) for name, value in vars(owner).items()}
+
+
+def _function_state(function, package: str) -> dict:
     """A function's attributes, the containers among its defaults (a memo in a default
     argument), and the entries of a ``functools`` cache around it."""
-    state = _attributes(function)
-    defaults = (*(getattr(function, "__defaults__", None) or ()),
-                *(getattr(function, "__kwdefaults__", None) or {}).values())
-    state["defaults"] = tuple((id(value), _contents(value)) for value in defaults if isinstance(value, _CONTAINERS))
+    state = _attributes(function, package)
+    state["defaults"] = tuple((id(value), contents) for value in _defaults(function)
+                              if (contents := _contents(value, package)) is not None)
     if hasattr(function, "cache_info"):
         state["cache entries"] = (function.cache_info().currsize, None)
     return state
+
+
+def _defaults(function) -> tuple:
+    return (*(getattr(function, "__defaults__", None) or ()),
+            *(getattr(function, "__kwdefaults__", None) or {}).values())
 
 
 def _is_function(value) -> bool:
@@ -64,11 +85,13 @@ def _is_function(value) -> bool:
 
 def keeps_state(value) -> bool:
     """Whether ``value`` is a function that holds a container among its defaults or a
-    ``functools`` cache: state that calls alone may not reveal."""
+    ``functools`` cache: state that calls alone may not reveal. The process's environment
+    as a default is the caller's, read at each call, not the function's own."""
     if not _is_function(value):
         return False
-    state = _function_state(value)
-    return bool(state["defaults"]) or "cache entries" in state
+    package = value.__module__.split(".")[0]
+    return hasattr(value, "cache_info") or any(_contents(default, package) is not None
+                                               for default in _defaults(value) if default is not os.environ)
 
 
 def op_state(package: str = "kernel") -> dict:
@@ -78,14 +101,14 @@ def op_state(package: str = "kernel") -> dict:
     for name, module in sorted(sys.modules.items()):
         if name != package and not name.startswith(package + "."):
             continue
-        state[name] = _attributes(module)
+        state[name] = _attributes(module, package)
         for attribute, value in vars(module).items():
             if getattr(value, "__module__", None) != name:
                 continue
             if isinstance(value, type):
-                state[f"{name}.{attribute}"] = _attributes(value)
+                state[f"{name}.{attribute}"] = _attributes(value, package)
             elif _is_function(value):
-                state[f"{name}.{attribute}"] = _function_state(value)
+                state[f"{name}.{attribute}"] = _function_state(value, package)
     return state
 
 

@@ -1,6 +1,10 @@
 """Each call stands alone (``suites/stateless.py``), and proof that the check fails on a
 launcher that remembers a plan."""
 
+import collections
+import threading
+import types
+
 import pytest
 
 import kernel.paged_mqa_logits as launcher
@@ -18,17 +22,56 @@ def test_cases_travel_as_records():
     assert all(from_dict(to_dict(c)) == c for c in stateless_cases())
 
 
-def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device):
+class _Memo:
+    """A holder of the op's own, as a launcher would define it."""
+
+
+_Memo.__module__ = launcher.__name__
+
+def _item(held, slot):
+    return held.get(slot) if hasattr(held, "get") else held[slot]
+
+
+def _set_item(held, slot, value):
+    held[slot] = value
+
+
+def _attribute(held, slot):
+    return getattr(held, f"slot{slot}", None)
+
+
+def _set_attribute(held, slot, value):
+    setattr(held, f"slot{slot}", value)
+
+
+# where a launcher may keep its last plan: (the holder, read a slot, write a slot)
+HOLDERS = {
+    "list": (lambda: [None, None], _item, _set_item),
+    "dict-under-fixed-keys": (dict, _item, _set_item),
+    "ordered-dict": (collections.OrderedDict, _item, _set_item),
+    "deque": (lambda: collections.deque([None, None], maxlen=2), _item, _set_item),
+    "namespace": (types.SimpleNamespace, _attribute, _set_attribute),
+    "thread-locals": (threading.local, _attribute, _set_attribute),
+    "an-instance-of-the-ops-class": (_Memo, _attribute, _set_attribute),
+}
+
+
+@pytest.mark.parametrize("holder", sorted(HOLDERS))
+def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device, holder):
     """The check's witness: the last plan kept for the next call of the same sizes, in a
-    module-level list that two threads would read and write without a lock."""
+    module-level holder that two threads would read and write without a lock. Whatever holds
+    it (a list, a dict under the same two keys, a namespace, an object of the launcher's own
+    class), the plan is replaced in place, so the holder itself stays the same object."""
+    make, read, write = HOLDERS[holder]
     planned = launcher.plan_launch
-    monkeypatch.setattr(launcher, "_LAST_PLAN", [None, None], raising=False)
+    monkeypatch.setattr(launcher, "_LAST_PLAN", make(), raising=False)
 
     def remembering(*args, **keywords):
         key = tuple(tuple(a.shape) if hasattr(a, "shape") else a for a in args)
-        if launcher._LAST_PLAN[0] != key:
-            launcher._LAST_PLAN[:] = key, planned(*args, **keywords)
-        return launcher._LAST_PLAN[1]
+        if read(launcher._LAST_PLAN, 0) != key:
+            write(launcher._LAST_PLAN, 0, key)
+            write(launcher._LAST_PLAN, 1, planned(*args, **keywords))
+        return read(launcher._LAST_PLAN, 1)
 
     monkeypatch.setattr(launcher, "plan_launch", remembering)
     with pytest.raises(AssertionError, match=r"changed its modules' state.*_LAST_PLAN"):

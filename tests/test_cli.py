@@ -225,6 +225,30 @@ def test_results_are_keyed_apart_by_the_tool_the_versions_and_the_gpu(tmp_path, 
     assert len(seen) == 5
 
 
+def test_every_file_of_the_kernel_the_oracle_and_the_suites_keys_the_results(tmp_path):
+    """Code or data: a case the curated additions gain (what ``kmut curate --write`` writes), a
+    pinned default changed, a data file of a kind not used yet. A store keyed apart from them
+    would resume a run on results of another suite (a survivor the new case kills)."""
+    from mutants.mutant import source_digest
+
+    root = tmp_path / "project"
+    for folder in ("kernel", "oracle", "suites"):
+        shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    seen = [source_digest(root)]
+    edits = [lambda: (root / "suites" / "curated_additions.json").write_text("[]\n"),
+             lambda: (root / "suites" / "tuning_defaults.json").write_text(
+                 (root / "suites" / "tuning_defaults.json").read_text() + " "),
+             lambda: (root / "oracle" / "extremes.csv").write_text("q,1\n"),
+             lambda: (root / "kernel" / "tuning.py").write_text((root / "kernel" / "tuning.py").read_text() + "\n")]
+    for edit in edits:
+        edit()
+        seen.append(source_digest(root))
+    assert len(set(seen)) == len(seen)
+    (root / "suites" / "__pycache__").mkdir(exist_ok=True)
+    (root / "suites" / "__pycache__" / "cases.cpython-312.pyc").write_bytes(b"byte-code")
+    assert source_digest(root) == seen[-1]  # what Python writes when it imports changes nothing
+
+
 def test_cli_errors_are_one_line(tmp_path):
     unknown = _kmut("show", "no-such-mutant")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "no mutant" in unknown.stderr
