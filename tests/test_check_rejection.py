@@ -1,0 +1,83 @@
+"""The input edits' checker (``suites/rejections.check_rejection``) refuses what it promises to.
+
+Each wrong op here breaks one promise that no value of the result shows: it writes into an
+input of the caller after computing right, it remembers the value tensors it validated, it
+computes wrong only when told to skip the value checks. A checker that stopped looking (an
+input left out of the comparison, the bad values written back so that the op sees new
+tensors, the unchecked twins of the accepted edits dropped to save time) passes every
+correct kernel; only these ops show the promise is still held.
+"""
+
+import pytest
+import torch
+
+import kernel
+from suites.rejections import EDITS, check_rejection, rejection_cases
+
+CASES = {case.id: case for case in rejection_cases("curated")}
+
+
+def _flip_a_bit_of(tensor: torch.Tensor) -> None:
+    tensor.view(-1)[-1:].view(torch.uint8)[-1:] ^= 1
+
+
+def writing_into(name: str):
+    def op(*args, **keywords):
+        result = kernel.fp8_paged_mqa_logits(*args, **keywords)
+        position = ("q", "kv_cache", "weights", "context_lens", "block_table").index(name) \
+            if name != "next_n_lens" else None
+        _flip_a_bit_of(args[position] if position is not None else keywords["next_n_lens"])
+        return result
+    return op
+
+
+@pytest.mark.parametrize("name", ["q", "weights", "context_lens", "block_table", "next_n_lens"])
+def test_an_op_that_writes_into_an_input_after_computing_fails_an_accepted_edit(name):
+    case = CASES["accept-unchanged"]
+    assert case.base_inputs().next_n_lens is not None
+    with pytest.raises(AssertionError, match=f"the op changed the caller's {name}$"):
+        check_rejection(case, writing_into(name))
+
+
+def remembering_what_it_validated(key):
+    """Skips its value checks on value tensors it has passed before, known by ``key``."""
+    passed = set()
+
+    def op(q, kv_cache, weights, context_lens, block_table, max_model_len, next_n_lens=None, **keywords):
+        seen = tuple(key(t) for t in (context_lens, block_table, next_n_lens) if t is not None)
+        if seen in passed:
+            keywords = {**keywords, "validate": False}
+        result = kernel.fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, max_model_len,
+                                             next_n_lens=next_n_lens, **keywords)
+        passed.add(seen)
+        return result
+    return op
+
+
+@pytest.mark.parametrize("key", ["address", "address-and-version"])
+@pytest.mark.parametrize("case_id", ["reject-context_lens-past-max-model-len", "reject-context_lens-zero"])
+def test_a_validation_remembered_across_calls_fails_a_rejection(key, case_id):
+    """The edit first runs the op on its own tensors holding valid values, then writes the bad
+    ones back in place as a kernel on the device would: no new tensor, no new version."""
+    keyed = {"address": lambda t: t.data_ptr(), "address-and-version": lambda t: (t.data_ptr(), t._version)}[key]
+    assert EDITS[CASES[case_id].edit].valid_values_first
+    check_rejection(CASES[case_id], kernel.fp8_paged_mqa_logits)
+    with pytest.raises(AssertionError, match="the op accepted the input"):
+        check_rejection(CASES[case_id], remembering_what_it_validated(keyed))
+
+
+def wrong_when_unvalidated(*args, validate=True, **keywords):
+    if not validate:
+        keywords.pop("next_n_lens", None)
+    return kernel.fp8_paged_mqa_logits(*args, validate=validate, **keywords)
+
+
+def test_every_computed_accepted_edit_runs_unvalidated_too():
+    """Skipping the value checks must not change how the op reads or writes its tensors."""
+    accepted = [case for case in CASES.values() if not case.rejects and not case.planned_only]
+    checked = {(case.edit, case.base) for case in accepted if case.validate}
+    unchecked = {(case.edit, case.base) for case in accepted if not case.validate}
+    assert checked and unchecked == checked
+    check_rejection(CASES["accept-unchanged"], wrong_when_unvalidated)
+    with pytest.raises(AssertionError):
+        check_rejection(CASES["accept-unchanged-unvalidated"], wrong_when_unvalidated)
