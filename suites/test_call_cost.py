@@ -52,18 +52,30 @@ def test_a_gpu_call_that_fills_its_result_first_is_caught(monkeypatch):
         check(case, fp8_paged_mqa_logits, "cpu")
 
 
+# every way a launcher may wait for the GPU from the host, a poll among them (a round trip to
+# the device on every decode step, refused under graph capture)
+# (the classes as imported: the check puts a recorder in place of torch.cuda.Stream itself)
+STREAM, EVENT = torch.cuda.Stream, torch.cuda.Event
+WAITS = {"torch.cuda.synchronize": lambda: torch.cuda.synchronize(),
+         "Stream.synchronize": lambda: STREAM.synchronize(None),
+         "Event.synchronize": lambda: EVENT.synchronize(None),
+         "Stream.query": lambda: STREAM.query(None),
+         "Event.query": lambda: EVENT.query(None)}
+
+
 @pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
-def test_a_gpu_call_that_waits_for_the_gpu_is_caught(monkeypatch):
-    """The check's witness: a launcher that synchronizes after its launch fails it."""
+@pytest.mark.parametrize("wait", sorted(WAITS))
+def test_a_gpu_call_that_waits_for_the_gpu_is_caught(monkeypatch, wait):
+    """The check's witnesses: a launcher that waits for the GPU after its launch, each way."""
     run = launcher.Launch.run
 
     def waiting(self):
         out = run(self)
-        torch.cuda.synchronize()
+        WAITS[wait]()
         return out
 
     monkeypatch.setattr(launcher.Launch, "run", waiting)
-    with pytest.raises(AssertionError, match=r"waits for the GPU: \['torch.cuda.synchronize'\]"):
+    with pytest.raises(AssertionError, match=rf"waits for the GPU: \['{wait}'\]"):
         check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
 
 

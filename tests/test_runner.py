@@ -132,6 +132,25 @@ def test_a_kill_of_this_run_does_not_reorder_a_later_mutants_cases_and_each_orde
     assert orders == {"ragged-raises": expected, "unchanged": expected}
 
 
+@pytest.mark.parametrize("problem, outcome", [(ERROR, "crashed"), (runner_module.TIMEOUT, "timeout")])
+def test_a_kernel_that_compiles_nowhere_it_passed_and_fails_elsewhere_is_scored_by_that_failure(problem, outcome):
+    """No configuration compiled with a passing case, one did not compile, another crashed or
+    hung: the suite did not kill the mutant, and it is not a kernel that compiles nowhere
+    either. It counts in the score as the crash or the hang, never left out as stillborn."""
+    from mutants.runner import CaseRecord, _Progress, _Task
+
+    cases = ["an-input-edit", "configuration-1", "configuration-2"]
+    progress = _Progress(_Task("m", "", [0, 1, 2], True, compile_keys=[(), ("1",), ("2",)]))
+    progress.results = {0: CaseRecord(PASS), 1: CaseRecord(STILLBORN, "CompilationError: at 3:4"),
+                        2: CaseRecord(problem, "no answer")}
+    assert not progress.compiled()
+    runner = SimpleNamespace(case_ids=cases, _launch_failed=Runner._launch_failed)
+    mutant = _mutant("m", read_source(KERNEL))
+    assert mutant.side != HOST
+    result = Runner._result(runner, mutant, progress)
+    assert (result.outcome, result.killed_by) == (outcome, [])
+
+
 def test_a_compile_error_is_stillborn_under_a_device_mutant_and_a_kill_under_a_host_one(tmp_path):
     """The same failed compile on valid input: a kernel that does not compile, or a launcher
     (the kernel's source the original's) that made the op fail."""
