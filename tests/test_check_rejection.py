@@ -81,3 +81,34 @@ def test_every_computed_accepted_edit_runs_unvalidated_too():
     check_rejection(CASES["accept-unchanged"], wrong_when_unvalidated)
     with pytest.raises(AssertionError):
         check_rejection(CASES["accept-unchanged-unvalidated"], wrong_when_unvalidated)
+
+
+def result_kept_by_address():
+    """Called again with the same tensors and the same ``out``, leaves ``out`` as it is (the
+    decode loop's "nothing changed since the last step")."""
+    last = {}
+
+    def op(*args, out=None, **keywords):
+        key = tuple(a.data_ptr() for a in args if isinstance(a, torch.Tensor)) + (out is not None and out.data_ptr(),)
+        if out is not None and last.get("key") == key:
+            return out
+        last["key"] = key
+        return kernel.fp8_paged_mqa_logits(*args, out=out, **keywords)
+    return op
+
+
+def test_a_result_kept_for_the_same_tensors_fails_an_accepted_edit():
+    """The same call again writes every cell again: the caller's out is filled anew before it."""
+    with pytest.raises(AssertionError, match="the same call again on the caller's out, filled anew"):
+        check_rejection(CASES["accept-unchanged"], result_kept_by_address())
+
+
+def validating_only_into_a_callers_out(*args, out=None, validate=True, **keywords):
+    return kernel.fp8_paged_mqa_logits(*args, out=out, validate=validate and out is not None, **keywords)
+
+
+@pytest.mark.parametrize("case_id", ["reject-context_lens-past-max-model-len", "reject-context_lens-zero"])
+def test_a_rejection_that_comes_only_with_a_callers_out_fails(case_id):
+    """A call the contract refuses is refused whether the op allocates its result or not."""
+    with pytest.raises(AssertionError, match="the op without out accepted the input"):
+        check_rejection(CASES[case_id], validating_only_into_a_callers_out)

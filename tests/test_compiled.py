@@ -608,3 +608,33 @@ def _threads_of_compiles(monkeypatch, code: dict, keys: list[str]) -> dict:
 
     _fake_compiles(monkeypatch, code, record)
     return threads
+
+
+_SASS = """\t.section\t.text.{name},"ax",@progbits
+.L_x_0:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   LDG.E R2, desc[UR4][R6.64] ;
+        /*0020*/                   LDG.E R3, desc[UR4][R8.64] ;
+        /*0030*/                   {instruction} ;
+        /*0040*/                   STG.E desc[UR4][R10.64], R4 ;
+"""
+
+
+@pytest.mark.parametrize("other", [
+    "FADD R4, R3, -R2",      # the operands swapped: b - a, on the registers a - b used
+    "FADD R4, R2, R3",       # a sign dropped
+    "@P0 FADD R4, R2, -R3",  # predicated
+    "FADD R4, R2, -R3.reuse",  # (a reuse flag: the scheduler's, still another encoding)
+    "FMUL R4, R2, -R3",      # another operation
+])
+def test_normalized_sass_keeps_what_the_code_does(other):
+    """Equivalence is equal normalized SASS on every configuration: only the addresses, the
+    spacing and the kernel's name may be dropped. Which registers an instruction reads is the
+    program (a - b and b - a differ only there)."""
+    original = _SASS.format(name="k", instruction="FADD R4, R2, -R3")
+    assert compiled.normalize_sass(_SASS.format(name="k", instruction=other), "k") != \
+        compiled.normalize_sass(original, "k")
+    moved = original.replace("/*0030*/", "/*0130*/").replace("    LDC", "  LDC")
+    assert compiled.normalize_sass(moved, "k") == compiled.normalize_sass(original, "k")
+    assert compiled.normalize_sass(_SASS.format(name="k_mutant", instruction="FADD R4, R2, -R3"), "k_mutant") == \
+        compiled.normalize_sass(original, "k")
