@@ -96,6 +96,10 @@ def _call_named(name: str) -> m.BaseMatcherNode:
 _USED_COLUMNS = m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))))
 
 
+# the launcher's `tuning = resolve_tuning(...)`, where a bug keeps what it resolved
+_TUNING_RESOLVED = m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning")))
+
+
 def _method(obj: str, method: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Attribute(value=m.Name(obj), attr=m.Name(method)))
 
@@ -153,6 +157,11 @@ def _logits(test: Callable[[Case], bool]) -> Callable[[object], bool]:
 
 def _edit(*names: str) -> Callable[[object], bool]:
     return lambda case: isinstance(case, RejectionCase) and case.edit in names
+
+
+# state kept across calls shows only on calls of new sizes after a warm-up
+_STATELESS_CALLS = Exposure("calls of new sizes after a warm-up (the stateless case)",
+                            lambda case: isinstance(case, StatelessCase))
 
 
 def _call_cost(test: Callable[[CallCostCase], bool]) -> Callable[[object], bool]:
@@ -1232,9 +1241,8 @@ CATALOG: tuple[Bug, ...] = (
         description="the launcher remembers each tuning by the call's sizes, layout, device and knobs (\"a decode"
                     " loop plans the same shapes step after step\"): right on every call alone, a cache that"
                     " threads fill and read at once and that grows with every shape served",
-        exposed_by=Exposure("calls of new sizes after a warm-up (the stateless case)",
-                            lambda case: isinstance(case, StatelessCase)),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning"))),
+        exposed_by=_STATELESS_CALLS,
+        site=_TUNING_RESOLVED,
         mutate=lambda node: node.with_changes(value=_expr(
             f"plan_launch.__dict__.setdefault((dims, preshuffle, str(q.device), tuple(sorted(knobs.items()))),"
             f" {_code(node.value)})")),
@@ -1246,9 +1254,8 @@ CATALOG: tuple[Bug, ...] = (
         description="the launcher keeps the last call's tuning in a module-level namespace (\"a profiler reads"
                     " what the last call ran\"): right on every call alone, one object whose attribute every"
                     " thread's call replaces under the others",
-        exposed_by=Exposure("calls of new sizes after a warm-up (the stateless case)",
-                            lambda case: isinstance(case, StatelessCase)),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning"))),
+        exposed_by=_STATELESS_CALLS,
+        site=_TUNING_RESOLVED,
         mutate=lambda node: node.with_changes(value=_expr(
             f"vars(globals().setdefault('last_call', __import__('types').SimpleNamespace())).__setitem__('tuning',"
             f" {_code(node.value)}) or last_call.tuning")),

@@ -40,7 +40,7 @@ from mutants.clock import RunClock
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.walk import DEVICE
-from mutants.store import Answer, Result, Scope, Store
+from mutants.store import ORDER_RECORDED, Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
@@ -692,7 +692,8 @@ class Runner:
         and record the head of a mutant's order in the store."""
         history.order(progress, mutant, self.case_seconds_by_index)
         if mutant is not None and progress.task.stop_at_first_failure and self.store is not None:
-            self.store.save_order(self.scope, mutant.key, [self.case_ids[i] for i in progress.task.cases])
+            head = progress.task.cases[:ORDER_RECORDED]
+            self.store.save_order(self.scope, mutant.key, [self.case_ids[i] for i in head])
 
     def _answered_before(self, mutant: Mutant, index: dict[str, int]) -> dict[int, CaseRecord]:
         """The cases a stopped run of ``mutant`` answered, by ``index`` into this run's cases."""

@@ -304,7 +304,7 @@ class Store:
 
     def earlier_kills(self, scope: Scope, mutant_ids: set[str]) -> dict[str, list[str]]:
         """The cases that killed each of ``mutant_ids`` in the store's runs of this suite, mode
-        and device, at any digest (the latest result of each id): where a mutant of the same
+        and device, at any digest (the latest kill of each id): where a mutant of the same
         name fell before."""
         rows = self.db.execute(
             "SELECT mutant_id, killed_by FROM results WHERE suite=? AND mode=? AND device=? AND outcome=?"
