@@ -7,6 +7,8 @@ passes there, and every other cell is held as usual.
 
 import torch
 
+from oracle.refusal import Refusal
+
 # float32 accumulation of fp8 products (tensor cores keep fewer bits) stays far inside this
 # fraction of a cell's absolute-value sum; a localized bug moves a cell by a sizeable part of it.
 RELATIVE_TOLERANCE = 2.0**-10
@@ -23,7 +25,7 @@ def tolerance_for(device: str | torch.device) -> float:
     return INTERPRETER_TOLERANCE if torch.device(device).type == "cpu" else RELATIVE_TOLERANCE
 
 
-class LogitsMismatch(AssertionError):
+class LogitsMismatch(Refusal):
     """The kernel's logits differ from the reference."""
 
 

@@ -22,9 +22,10 @@ is one of the address. A false hint raises ``FalseHint`` before the kernel goes 
 import numpy as np
 
 from oracle.interpreter_probe import Observer, observing
+from oracle.refusal import Refusal
 
 
-class FalseHint(AssertionError):
+class FalseHint(Refusal):
     """A kernel promised the compiler something its values do not hold."""
 
 

@@ -14,9 +14,10 @@ are outside it. Anything else raises ``OutOfBoundsAccess`` before the access hap
 import numpy as np
 
 from oracle.interpreter_probe import Observer, argument_spans, observing
+from oracle.refusal import Refusal
 
 
-class OutOfBoundsAccess(AssertionError):
+class OutOfBoundsAccess(Refusal):
     """A kernel touched memory outside every tensor it was given."""
 
 

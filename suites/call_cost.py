@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from oracle.refusal import Refusal
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
 from suites.fake_gpu import RecordedDeviceSwitch, RecordedLaunches, on_fake_gpu, replaced
@@ -131,7 +132,7 @@ def checked_call_operations(op, call: Case) -> collections.Counter:
     with replaced([(sys.modules[op.__module__], "_paged_mqa_logits_kernel", kernel)]), _Operations(made):
         op(*inputs.op_args(), **inputs.op_kwargs(), **call.tuning(), validate=True)
     if len(kernel.grids) != 1:
-        raise AssertionError(f"a checked call of {call.id}: {len(kernel.grids)} kernel launches")
+        raise Refusal(f"a checked call of {call.id}: {len(kernel.grids)} kernel launches")
     return collections.Counter(name for name, _ in made)
 
 
@@ -145,23 +146,23 @@ def check_call_cost(case: CallCostCase, op) -> None:
                      for batch in (fixed.batch, 8 * fixed.batch))
         if few != many:
             grown = {name: (few[name], many[name]) for name in sorted(few | many) if few[name] != many[name]}
-            raise AssertionError(f"a checked call's host work grows with the batch ({case.id}): operations at batch"
-                                 f" {fixed.batch} and {8 * fixed.batch}: {grown}")
+            raise Refusal(f"a checked call's host work grows with the batch ({case.id}): operations at batch"
+                          f" {fixed.batch} and {8 * fixed.batch}: {grown}")
         return
     call = unchecked_gpu_call(op, case)
     where = f"an unchecked GPU call ({case.id})"
     if len(call.launched) != 1:
-        raise AssertionError(f"{where}: {len(call.launched)} kernel launches")
+        raise Refusal(f"{where}: {len(call.launched)} kernel launches")
     if call.synced:
-        raise AssertionError(f"{where} waits for the GPU: {call.synced}")
+        raise Refusal(f"{where} waits for the GPU: {call.synced}")
     if call.streams:  # the caller's current stream orders the launch after the step's earlier work
-        raise AssertionError(f"{where} launches on a stream of its own choosing: {call.streams}")
+        raise Refusal(f"{where} launches on a stream of its own choosing: {call.streams}")
     if call.device_work():
-        raise AssertionError(f"{where} runs device work besides its kernel: {call.device_work()}")
+        raise Refusal(f"{where} runs device work besides its kernel: {call.device_work()}")
     if len(call.allocations()) != (0 if case.caller_out else 1):
-        raise AssertionError(f"{where}: allocations {call.allocations()}")
+        raise Refusal(f"{where}: allocations {call.allocations()}")
     launched = call.launch_keywords[0]
     if launched.get("launch_pdl") is not True or launched.get("DEPENDENT_LAUNCH") is not True:
-        raise AssertionError(f"{where} is not a programmatic dependent launch of a kernel that waits for the"
-                             f" previous grid: launch_pdl={launched.get('launch_pdl')!r},"
-                             f" DEPENDENT_LAUNCH={launched.get('DEPENDENT_LAUNCH')!r}")
+        raise Refusal(f"{where} is not a programmatic dependent launch of a kernel that waits for the"
+                      f" previous grid: launch_pdl={launched.get('launch_pdl')!r},"
+                      f" DEPENDENT_LAUNCH={launched.get('DEPENDENT_LAUNCH')!r}")

@@ -33,6 +33,7 @@ from oracle.exact_dot import interpreter_dots_exact
 from oracle.hint_guard import interpreter_hints_checked
 from oracle.memory_guard import interpreter_bounds_checked
 from oracle.reference_cache import reference_for
+from oracle.refusal import Refusal
 from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
@@ -95,22 +96,26 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
-    assert fresh.dtype == torch.float32, f"the op's own result is {fresh.dtype}; the contract's is float32"
-    assert not fresh.is_inference(), "the op's own result is an inference tensor: outside inference mode the caller" \
-                                     " cannot update it in place (the logits masked before a top-k)"
+    if fresh.dtype != torch.float32:
+        raise Refusal(f"the op's own result is {fresh.dtype}; the contract's is float32")
+    if fresh.is_inference():
+        raise Refusal("the op's own result is an inference tensor: outside inference mode the caller"
+                      " cannot update it in place (the logits masked before a top-k)")
     compare_logits(fresh, expected, magnitude, rtol=tolerance_for(device))
-    assert fresh.stride() == (max_model_len, 1), \
-        f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len] tensor is dense"
-    assert returned.data_ptr() == caller_out.data_ptr(), "the op did not return the caller's out tensor"
+    if fresh.stride() != (max_model_len, 1):
+        raise Refusal(f"the op's own result has strides {fresh.stride()}: a fresh [rows, max_model_len]"
+                      " tensor is dense")
+    if returned.data_ptr() != caller_out.data_ptr():
+        raise Refusal("the op did not return the caller's out tensor")
     assert_owned(fresh, [*given, caller_out] + ([default_tuned] if case.tuning() else []))
     for tensor, copy in zip(given, before):
         if copy is not None and not same_bits(tensor, copy):
-            raise AssertionError(f"the op changed an input tensor of shape {tuple(tensor.shape)} (every entry, the"
-                                 " unused ones too, belongs to the caller)")
+            raise Refusal(f"the op changed an input tensor of shape {tuple(tensor.shape)} (every entry, the"
+                          " unused ones too, belongs to the caller)")
     guard = backing[:, max_model_len:]
     if not torch.isnan(guard).all():
         row = int((~torch.isnan(guard)).any(dim=1).nonzero()[0])
-        raise AssertionError(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
+        raise Refusal(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
 
@@ -143,19 +148,22 @@ def check_planned_launch(case: Case, op, inputs: OpInputs, knobs: dict) -> None:
     passed = {tensor.untyped_storage().data_ptr() for tensor in launch.args if isinstance(tensor, torch.Tensor)}
     for name, tensor in inputs.tensors().items():
         if tensor.untyped_storage().data_ptr() not in passed:
-            raise AssertionError(f"the launch does not read the caller's {name} where it lies: a copy costs"
-                                 " every call an allocation and a pass over it")
+            raise Refusal(f"the launch does not read the caller's {name} where it lies: a copy costs"
+                          " every call an allocation and a pass over it")
     _check_plans_without_values(planner, inputs, knobs)
     have = planned_tuning(launch)
     check_knobs_passed_through(have, knobs, f"the launch planned with {knobs}")
-    assert have == want, f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}"
+    if have != want:
+        raise Refusal(f"the launch planned with {knobs or 'no knob'} runs {have}, the tuning policy chose {want}")
     reason = unrunnable(have, next_n, heads, asked_block_n=knobs.get("block_n"),
                         asked_slots=knobs.get("slots_per_program"))
-    assert reason is None, f"the launch planned with {knobs or 'no knob'} runs {have}, which the kernel cannot: {reason}"
+    if reason is not None:
+        raise Refusal(f"the launch planned with {knobs or 'no knob'} runs {have}, which the kernel cannot: {reason}")
     programs = design_programs(batch, next_n, have.slots_per_program, have.num_splits)
-    assert math.prod(launch.grid) == programs, (
-        f"the launch planned with {knobs or 'no knob'} has a grid of {launch.grid}: the design's programs are one per"
-        f" sequence, slot group and split, {programs}; a program more costs a launch slot and does nothing")
+    if math.prod(launch.grid) != programs:
+        raise Refusal(f"the launch planned with {knobs or 'no knob'} has a grid of {launch.grid}: the design's"
+                      f" programs are one per sequence, slot group and split, {programs}; a program more costs"
+                      " a launch slot and does nothing")
 
 
 def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
@@ -174,22 +182,22 @@ def _check_plans_without_values(planner, inputs: OpInputs, knobs: dict) -> None:
         with _default_dtype(torch.float64):
             launch = planner(*(valueless(arg) for arg in inputs.op_args()), **keywords, validate=False, **knobs)
     except Exception as error:  # noqa: BLE001  (any exception: it needed a value)
-        raise AssertionError(f"planning under validate=False read a tensor's values: {type(error).__name__}:"
-                             f" {error}") from error
+        raise Refusal(f"planning under validate=False read a tensor's values: {type(error).__name__}:"
+                      f" {error}") from error
     astray = [i for i, arg in enumerate(getattr(launch, "args", ())) if isinstance(arg, torch.Tensor)
               and arg.device.type != "meta"]
     if astray:
-        raise AssertionError(f"the launch planned for tensors on the meta device passes argument {astray[0]} on"
-                             f" {launch.args[astray[0]].device}: a tensor the launcher makes must lie on q's device")
+        raise Refusal(f"the launch planned for tensors on the meta device passes argument {astray[0]} on"
+                      f" {launch.args[astray[0]].device}: a tensor the launcher makes must lie on q's device")
     out = getattr(launch, "out", None)
     if out is None:
         return
     batch, next_n = inputs.q.shape[:2]
     allocated = (out.dtype, out.device.type, tuple(out.shape))
     if allocated != (torch.float32, "meta", (batch * next_n, inputs.max_model_len)):
-        raise AssertionError(f"the launch planned for tensors on the meta device allocates its out as {allocated}"
-                             f" (dtype, device, shape); the contract's is float32 on q's device,"
-                             f" [B*next_n, max_model_len], whatever torch's default dtype")
+        raise Refusal(f"the launch planned for tensors on the meta device allocates its out as {allocated}"
+                      f" (dtype, device, shape); the contract's is float32 on q's device,"
+                      f" [B*next_n, max_model_len], whatever torch's default dtype")
 
 
 @contextmanager
@@ -206,7 +214,7 @@ def measured_work(launch: MeteredLaunch) -> Work:
     return Work(**{part.name: getattr(launch, part.name) for part in fields(Work)})
 
 
-class WorkMismatch(AssertionError):
+class WorkMismatch(Refusal):
     """A launch loaded, stored or multiplied more or less than the model of its work."""
 
 
@@ -242,7 +250,7 @@ def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -
     first_bits, second_bits = first.contiguous().view(torch.int32), second.contiguous().view(torch.int32)
     if not torch.equal(first_bits, second_bits):
         row, col = (first_bits != second_bits).nonzero()[0].tolist()
-        raise AssertionError(
+        raise Refusal(
             f"{what} differ bitwise at row {row}, column {col}:"
             f" {first[row, col].item()!r} vs {second[row, col].item()!r}"
         )

@@ -33,6 +33,7 @@ from kernel.validation import Dims
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, observing
+from oracle.refusal import Refusal
 from suites.host_copies import copies_in_flight
 
 SENTINEL = 1234.5
@@ -1401,7 +1402,7 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     try:
         planned = planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
-        raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
+        raise Refusal(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
     _check_unchanged(edit, given, edited)
     if hasattr(planned, "grid"):
         check_cuda_grid(planned.grid, edit.name)
@@ -1426,7 +1427,7 @@ def check_knobs_passed_through(tuning: Tuning, keywords: dict, what: str) -> Non
     changed = [f"{name}={keywords[name]!r} runs as {getattr(tuning, name)!r}" for name in KNOBS
                if keywords.get(name) is not None and getattr(tuning, name) != keywords[name]]
     if changed:
-        raise AssertionError(f"{what}: the launch runs other knobs than the caller gave: {', '.join(changed)}")
+        raise Refusal(f"{what}: the launch runs other knobs than the caller gave: {', '.join(changed)}")
 
 
 def check_cuda_grid(grid: tuple, what: str) -> None:
@@ -1434,8 +1435,8 @@ def check_cuda_grid(grid: tuple, what: str) -> None:
     past CUDA's limits passes every value and fails at launch on the GPU."""
     for axis, (programs, limit) in enumerate(zip(grid, CUDA_GRID_LIMITS)):
         if not 1 <= programs <= limit:
-            raise AssertionError(f"{what}: the launch grid {tuple(grid)} has {programs:,} programs along axis {axis};"
-                                 f" CUDA launches 1 to {limit:,}")
+            raise Refusal(f"{what}: the launch grid {tuple(grid)} has {programs:,} programs along axis {axis};"
+                          f" CUDA launches 1 to {limit:,}")
 
 
 def is_readable(out) -> bool:
@@ -1456,8 +1457,9 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             with _only_programs_of(call, edited):
                 result = op(*edited.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
-            raise AssertionError(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
-        assert result is out, f"{edit.name}: the op did not return the caller's out"
+            raise Refusal(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
+        if result is not out:
+            raise Refusal(f"{edit.name}: the op did not return the caller's out")
         _check_unchanged(edit, given, edited)
         as_given = replace(edited, **given)
         if call.sequences is not None:  # held on the device: q may be gigabytes, of which these are a few rows
@@ -1487,7 +1489,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     before = out.clone() if readable else None
     message = _rejection(edit, op, edited, keywords, "the op")
     if readable and not torch.equal(out, before):
-        raise AssertionError(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
+        raise Refusal(f"{edit.name}: the op wrote into the caller's out before rejecting the input")
     _check_quotes(edit, message)
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
@@ -1505,9 +1507,9 @@ def _check_planned_with_copies_in_flight(edit: InputEdit, op, inputs: OpInputs, 
         try:
             planner(*inputs.op_args(), **keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
-            raise AssertionError(f"{edit.name}: planned with its copies to the host not yet arrived, the launcher"
-                                 f" rejected valid input (it read a copy made without blocking):"
-                                 f" {type(error).__name__}: {error}") from error
+            raise Refusal(f"{edit.name}: planned with its copies to the host not yet arrived, the launcher"
+                          f" rejected valid input (it read a copy made without blocking):"
+                          f" {type(error).__name__}: {error}") from error
 
 
 def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
@@ -1522,18 +1524,18 @@ def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -
     out.fill_(SENTINEL)
     again = op(*inputs.op_args(), **keywords)
     if again is not out or not same_bits(_dense_copy(out), first):
-        raise AssertionError(f"{edit.name}: the same call again on the caller's out, filled anew, did not write"
-                             " what the first call wrote")
+        raise Refusal(f"{edit.name}: the same call again on the caller's out, filled anew, did not write"
+                      " what the first call wrote")
     own = op(*inputs.op_args(), **{**keywords, "out": None})
     if not same_bits(_dense_copy(own), first):
-        raise AssertionError(f"{edit.name}: the same call with no out computed other values than with the caller's out")
+        raise Refusal(f"{edit.name}: the same call with no out computed other values than with the caller's out")
     other = replace(inputs, weights=-inputs.weights)
     later = [op(*other.op_args(), **{**keywords, "out": None}) for _ in range(2)]
     if not same_bits(_dense_copy(own), first):
-        raise AssertionError(f"{edit.name}: a later call on other inputs wrote into an earlier call's result")
+        raise Refusal(f"{edit.name}: a later call on other inputs wrote into an earlier call's result")
     if not same_bits(_dense_copy(later[0]), _dense_copy(later[1])):
-        raise AssertionError(f"{edit.name}: the same call made twice with no out computed other values (or the"
-                             " second wrote into the first's result)")
+        raise Refusal(f"{edit.name}: the same call made twice with no out computed other values (or the"
+                      " second wrote into the first's result)")
     assert_owned(own, [*later, out])
     assert_owned(later[0], [later[1], out])
     assert_owned(later[1], [out])
@@ -1554,8 +1556,8 @@ def assert_owned(result: torch.Tensor, others: list[torch.Tensor]) -> None:
     (start, end) = span(result)
     shared = [other for other in others if span(other)[0] < end and start < span(other)[1]]
     if shared:
-        raise AssertionError(f"the op's result shares its memory with {len(shared)} other tensor(s) of the case:"
-                             " a result allocated for the call must be its own")
+        raise Refusal(f"the op's result shares its memory with {len(shared)} other tensor(s) of the case:"
+                      " a result allocated for the call must be its own")
 
 
 class _ProgramsOf(Observer):
@@ -1620,7 +1622,7 @@ UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
 def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs) -> None:
     for name, was in before.items():
         if not same_bits(was, getattr(after, name)):
-            raise AssertionError(f"{edit.name}: the op changed the caller's {name}")
+            raise Refusal(f"{edit.name}: the op changed the caller's {name}")
 
 
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
@@ -1664,8 +1666,8 @@ def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, ke
 
 def _check_quotes(edit: InputEdit, message: str) -> None:
     if edit.quotes not in message:
-        raise AssertionError(f"{edit.name}: expected the message to quote the first bad value, {edit.quotes!r},"
-                             f" got {message}")
+        raise Refusal(f"{edit.name}: expected the message to quote the first bad value, {edit.quotes!r},"
+                      f" got {message}")
 
 
 def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str) -> str:
@@ -1678,10 +1680,10 @@ def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str
     except Exception as error:  # noqa: BLE001  (any exception is a verdict to check)
         message = str(error)
         if not isinstance(error, edit.error) or not message.startswith(named) or "\n" in message:
-            raise AssertionError(f"{edit.name}: expected {expected} from {who}, got {type(error).__name__}:"
-                                 f" {message}") from error
+            raise Refusal(f"{edit.name}: expected {expected} from {who}, got {type(error).__name__}:"
+                          f" {message}") from error
     else:
-        raise AssertionError(f"{edit.name}: {who} accepted the input; expected {expected}")
+        raise Refusal(f"{edit.name}: {who} accepted the input; expected {expected}")
     return message
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from oracle.refusal import Refusal
 from suites.cases import HostCase
 from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS, KNOBS
 
@@ -284,17 +285,17 @@ def check_defaults(case: DefaultsCase, op) -> None:
     for shape, tuning in resolutions(launcher, case.sms):
         unrunnable = illegal(shape, tuning)
         if unrunnable is not None:
-            raise AssertionError(f"{where}, {shape.key}: {unrunnable}")
+            raise Refusal(f"{where}, {shape.key}: {unrunnable}")
         have, want = _spelled(tuning), pinned["defaults"].get(shape.key)
         if have != want:
-            raise AssertionError(f"{where}, {shape.key}: ({', '.join(KNOBS)}) {have}, pinned {want}")
+            raise Refusal(f"{where}, {shape.key}: ({', '.join(KNOBS)}) {have}, pinned {want}")
     outside = sorted(pinned["defaults"].keys() - {shape.key for shape in pinned_shapes()})
     if outside:
-        raise AssertionError(f"{where}, {outside[0]}: pinned, yet no shape of the grid")
+        raise Refusal(f"{where}, {outside[0]}: pinned, yet no shape of the grid")
     accepted = _warps_accepted(launcher, case.sms)
     for key, want in pinned["warps accepted"].items():
         if accepted.get(key) != want:
-            raise AssertionError(f"{where}, {key}: num_warps accepted {accepted.get(key)}, pinned {want}")
+            raise Refusal(f"{where}, {key}: num_warps accepted {accepted.get(key)}, pinned {want}")
 
 
 def main(argv=None) -> int:
