@@ -978,6 +978,16 @@ class KillHistory:
         return sorted(cases, key=lambda i: (i not in exposing, -site.get(i, 0) / cost(i), -self.kills.get(i, 0) / cost(i)))
 
 
+def hang_record(compiling: bool, case_seconds: float) -> CaseRecord:
+    """What a case that gave no answer in time records: a timeout, which the score counts as
+    not killed. A compile past its deadline is a timeout too, never a compile error: it is as
+    often the machine (an overloaded host, a stalled assembler) as the code, and a compile
+    error's rules would make it a kill (under a host mutant) or drop the mutant from the score
+    (stillborn)."""
+    return CaseRecord(TIMEOUT, f"a compile gave no answer within {COMPILE_TIMEOUT:.0f} s" if compiling
+                      else f"no answer within {case_seconds:.0f} s, its compiles left out")
+
+
 class _Scheduler:
     """One batch of tasks on up to ``jobs`` workers: owns the workers, the queue and the finished set.
 
@@ -1169,10 +1179,7 @@ class _Scheduler:
         case = worker.current
         compiling = worker.case_time_left is not None
         progress = self._retire(worker)
-        seconds = self.runner.timeout_for(case)
-        progress.results[case] = CaseRecord(
-            TIMEOUT, f"a compile gave no answer within {COMPILE_TIMEOUT:.0f} s" if compiling
-            else f"no answer within {seconds:.0f} s, its compiles left out")
+        progress.results[case] = hang_record(compiling, self.runner.timeout_for(case))
         self._settle(progress)
 
     def _lost(self, worker: _Worker) -> None:

@@ -541,11 +541,75 @@ def test_the_original_is_compiled_only_as_far_as_a_mutant_agrees_with_it(monkeyp
     assert compiled_for["same"] == keys and compiled_for["late"] == keys
 
 
+def test_a_mutant_the_budget_stops_one_step_short_of_the_space_is_unproven(monkeypatch):
+    """Equivalence is the same code on every configuration of the declared space: a mutant
+    whose budget ran out with all but the last step matched (992 of 1,000) is unproven, a
+    survivor of the score, however near the end it got."""
+    suite, beyond = _numbered_targets("s", 4), _numbered_targets("b", 1000)
+    keys = [t.key for t in suite + beyond]
+    code = {"original": dict.fromkeys(keys, "o"), "same": dict.fromkeys(keys, "o")}
+    _fake_compiles(monkeypatch, code, lambda source, key: None)
+    clock = _CompileClock()
+    monkeypatch.setattr(compiled, "time", clock)
+    step = compiled.BEYOND_STEP_PER_COMPILER
+    verdict = classify("original", {"same": "same"}, suite, beyond=beyond, beyond_budget=len(beyond) - step - 0.5,
+                       jobs=1)["same"]
+    assert verdict.kind == "unproven", verdict
+    assert f"on {len(beyond) - step} of the {len(beyond)} others" in verdict.detail
+    assert classify("original", {"same": "same"}, suite, beyond=beyond, jobs=1)["same"].kind == "equivalent"
+
+
+def test_twins_are_duplicates_only_where_their_code_agrees_on_every_target(monkeypatch):
+    """Two mutants with the same code on 399 of 400 targets and not on the last are both
+    distinct: a duplicate leaves the score, so agreeing on a prefix of the targets, however
+    long, is not enough."""
+    targets = _numbered_targets("t", 400)
+    keys = [t.key for t in targets]
+    code = {"original": dict.fromkeys(keys, "o"),
+            "twin-a": {k: ("a" if k == keys[-1] else f"t-{k}") for k in keys},
+            "twin-b": {k: ("b" if k == keys[-1] else f"t-{k}") for k in keys}}
+    _fake_compiles(monkeypatch, code, lambda source, key: None)
+    verdicts = classify("original", {"twin-a": "twin-a", "twin-b": "twin-b"}, targets, jobs=2)
+    assert verdicts["twin-a"].kind == verdicts["twin-b"].kind == "distinct", verdicts
+
+
+def test_every_specialization_of_a_configuration_beyond_the_suite_is_compiled(monkeypatch):
+    """A launch of the declared space with the suite's constexprs and options but other
+    argument marks (a pointer not 16-byte aligned, a 64-bit size) is another compile: a
+    mutant whose code differs only there is unreached, not equivalent."""
+    signature = (("q_ptr", "*fp8e4nv"), ("stride_table", "i32"))
+    aligned = CompileTarget("H32-aligned", signature, (("HEADS", 32),), (("q_ptr", "D"),), (("num_warps", 4),))
+    unaligned = CompileTarget("H32-unaligned-i64", (("q_ptr", "*fp8e4nv"), ("stride_table", "i64")),
+                              (("HEADS", 32),), (), (("num_warps", 4),))
+    keys = [aligned.key, unaligned.key]
+    code = {"original": dict.fromkeys(keys, "o"), "mutant": {k: ("x" if k == unaligned.key else "o") for k in keys}}
+    _fake_compiles(monkeypatch, code, lambda source, key: None)
+    verdict = classify("original", {"mutant": "mutant"}, [aligned], beyond=[unaligned], jobs=1)["mutant"]
+    assert verdict.kind == "unreached" and unaligned.key in verdict.detail, verdict
+
+
+def _numbered_targets(prefix: str, count: int) -> list[CompileTarget]:
+    return [CompileTarget(f"{prefix}{i:04d}", (), (("N", i),), (), ()) for i in range(count)]
+
+
+class _CompileClock:
+    """A clock that moves one second per mutant compile, so a budget counts compiles."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
 def _fake_compiles(monkeypatch, code: dict, record) -> None:
     """Compiles replaced by a table of digests, ``code[source][target key]``, in the targets'
     own order; ``record(source, key)`` hears of each compile."""
     def outcome(source, key):
         record(source, key)
+        clock = getattr(compiled, "time", None)
+        if isinstance(clock, _CompileClock) and source != "original":
+            clock.now += 1.0
         return compiled.Compiled(key, True, code[source][key], "")
 
     def spread(source, chosen, jobs, compilers, cache_dir, timeout):

@@ -26,6 +26,7 @@ from mutants.operators import (
     StrideFromShape,
     operator_by_name,
 )
+from mutants.mutant import PROJECT_ROOT
 from mutants.walk import (
     DEVICE,
     DEVICE_CODE,
@@ -465,6 +466,16 @@ def test_a_kernel_nested_in_a_host_function_is_device_code_and_the_reverse_is_no
     host = mutation_points(source, ConstantShift(), HOST_CODE)
     assert {(p.function, p.before) for p in device} == {("helper", "2"), ("inner", "3")}
     assert {(p.function, p.before) for p in host} == {("make", "4")}
+
+
+def test_a_widening_cast_is_dropped_at_every_64_bit_cast_of_the_kernel():
+    """Each cast guards an offset that passes int32 on some input; dropping the q rows' one
+    is a bug the curated suite lets through (EQUIVALENT.md). An operator that skips a cast,
+    however it is used after, hides that survivor from every score."""
+    source = (PROJECT_ROOT / "kernel" / "paged_mqa_logits.py").read_text()
+    casts = [number for number, line in enumerate(source.splitlines(), 1) for _ in range(line.count(".to(tl.int64)"))]
+    points = mutation_points(source, DroppedWideningCast(), DEVICE_CODE)
+    assert len(casts) >= 5 and sorted(p.line for p in points) == casts
 
 
 @pytest.mark.parametrize(

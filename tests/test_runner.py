@@ -1,5 +1,6 @@
 """The runner: isolation, outcomes, sanity gates, resuming after SIGKILL."""
 
+import errno
 import hashlib
 import io
 import multiprocessing
@@ -22,9 +23,10 @@ from mutants.catalog import CATALOG
 from mutants.cli import scope_digest
 from mutants.clock import RunClock
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
+from mutants.outcomes import TIMEOUT
 from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
-                            least_loaded, running_status, worker_status)
+                            hang_record, least_loaded, running_status, worker_status)
 from mutants.worker import ERROR, FAIL, PASS, STILLBORN, classify_exception, load_op, stops, worker_main
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
@@ -298,6 +300,15 @@ def test_the_op_failing_is_a_failure_and_the_machine_failing_is_not():
     assert classify_exception(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")) == ERROR
     assert classify_exception(MemoryError()) == ERROR
     assert classify_exception(OSError(28, "No space left on device")) == ERROR
+    # the machine's I/O failing under the case (a shared cache on a network disk) is no kill either
+    for code in (errno.EIO, errno.ESTALE, errno.ECONNRESET, errno.ETIMEDOUT, errno.ENOENT):
+        assert classify_exception(OSError(code, os.strerror(code))) == ERROR, errno.errorcode[code]
+
+
+def test_a_case_that_hangs_compiling_or_running_is_a_timeout():
+    """Not a compile error: that would be a kill under a host mutant, or leave a device
+    mutant out of the score as stillborn."""
+    assert hang_record(True, 10.0).result == hang_record(False, 10.0).result == TIMEOUT
 
 
 def test_the_cases_that_hold_gigabytes_start_first_each_taken_to_need_memory_until_measured(tmp_path):
@@ -395,6 +406,21 @@ def test_cuda_workers_form_one_pool_per_gpu(tmp_path, monkeypatch):
 def test_broken_baseline_stops_the_run(tmp_path):
     root = _project_copy(tmp_path, read_source(KERNEL).replace("logits * scales", "1.5 * logits * scales"))
     _baseline_fails(_runner(tmp_path, smoke()[:2], root=root), "the unmutated kernel fails on 2 case")
+
+
+def test_a_baseline_case_that_fails_once_and_passes_again_stops_the_run_as_flaky(tmp_path):
+    """A case that fails at random fails at random under the mutants too, and each failure
+    there is a kill: the run stops rather than score the noise."""
+    root = _project_copy(tmp_path, read_source(KERNEL))
+    check = root / "suites" / "check.py"
+    source, last_line = check.read_text(), "    assert_bitwise_equal(fresh, default_tuned,"
+    assert last_line in source, "check_case's last check moved: make the suite flaky elsewhere"
+    fails_once = (f"    try:\n        os.close(os.open({str(tmp_path / 'failed-once')!r}, os.O_CREAT | os.O_EXCL))\n"
+                  "    except FileExistsError:\n        pass\n    else:\n"
+                  "        raise AssertionError('a case that fails once')\n")
+    check.write_text("import os\n" + source.replace(last_line, fails_once + last_line, 1))
+    _baseline_fails(_runner(tmp_path, smoke()[:1], root=root), "flaky")
+    assert (tmp_path / "failed-once").exists()
 
 
 def _suite_check_broken(root: Path) -> None:

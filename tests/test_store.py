@@ -139,17 +139,27 @@ def test_an_older_store_gains_the_tables_of_later_versions(tmp_path, version, dr
     assert set(writer.results(SCOPE, {"k1": "m1"})) == {"k1"}
 
 
-def test_a_result_holds_only_under_its_own_digest_suite_mode_and_device(tmp_path):
+# scopes that differ from SCOPE in one field each
+OTHER_SCOPES = (Scope(SCOPE.suite, "0ther", SCOPE.mode, SCOPE.device), Scope("curated", *SCOPE.key()[1:]),
+                Scope(SCOPE.suite, SCOPE.digest, "matrix", SCOPE.device),
+                Scope(SCOPE.suite, SCOPE.digest, SCOPE.mode, "cuda"))
+
+
+@pytest.mark.parametrize("other", OTHER_SCOPES, ids=("digest", "suite", "mode", "device"))
+def test_a_result_holds_only_under_its_own_digest_suite_mode_and_device(tmp_path, other):
     """A kill recorded before a case was removed or a check loosened (another digest) says
-    nothing of the suite now: the mutant runs again. Only the case order reads across digests."""
+    nothing of the suite now: the mutant runs again. So do the answers of a stopped run: a
+    case that failed under another oracle or suite data is asked again. Only the kills that
+    order a mutant's cases read across digests."""
     store = Store(tmp_path / "results.sqlite")
     store.save(SCOPE, _result("k1", "m1"))
-    for other in (Scope(SCOPE.suite, "0ther", SCOPE.mode, SCOPE.device), Scope("curated", *SCOPE.key()[1:]),
-                  Scope(SCOPE.suite, SCOPE.digest, "matrix", SCOPE.device),
-                  Scope(SCOPE.suite, SCOPE.digest, SCOPE.mode, "cuda")):
-        assert store.results(other, {"k1": "m1"}) == {}
-        assert store.finished_keys(other) == set()
-    assert set(store.results(SCOPE, {"k1": "m1"})) == {"k1"}
+    store.save_unfinished(SCOPE, "k2", {"c0": Answer("fail", 1.0, "a wrong cell")})
+    store.save_order(SCOPE, "k2", ["c1", "c0"])
+    assert store.results(other, {"k1": "m1"}) == {}
+    assert store.finished_keys(other) == set()
+    assert store.unfinished(other, "k2") == {}
+    assert store.order(other, "k2") == []
+    assert set(store.results(SCOPE, {"k1": "m1"})) == {"k1"} and store.unfinished(SCOPE, "k2") != {}
 
 
 def test_a_mutants_order_keeps_its_head_and_earlier_kills_span_digests(tmp_path):
