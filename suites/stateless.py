@@ -65,10 +65,12 @@ def _attributes(owner, package: str) -> dict:
 
 def _function_state(function, package: str) -> dict:
     """A function's attributes, the containers among its defaults (a memo in a default
-    argument), and the entries of a ``functools`` cache around it."""
+    argument), what its closure holds (a memo of the factory that made it), and the entries
+    of a ``functools`` cache around it."""
     state = _attributes(function, package)
     state["defaults"] = tuple((id(value), contents) for value in _defaults(function)
                               if (contents := _contents(value, package)) is not None)
+    state["closure"] = tuple((id(value), _contents(value, package)) for value in _closure(function))
     if hasattr(function, "cache_info"):
         state["cache entries"] = (function.cache_info().currsize, None)
     return state
@@ -79,20 +81,32 @@ def _defaults(function) -> tuple:
             *(getattr(function, "__kwdefaults__", None) or {}).values())
 
 
+def _closure(function) -> tuple:
+    """The values a function's closure holds, an unbound cell left out."""
+    values = []
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return tuple(values)
+
+
 def _is_function(value) -> bool:
     """A plain function, or a ``functools`` cache around one."""
     return isinstance(value, types.FunctionType) or hasattr(value, "cache_info")
 
 
 def keeps_state(value) -> bool:
-    """Whether ``value`` is a function that holds a container among its defaults or a
-    ``functools`` cache: state that calls alone may not reveal. The process's environment
-    as a default is the caller's, read at each call, not the function's own."""
+    """Whether ``value`` is a function that holds a container among its defaults or in its
+    closure, or a ``functools`` cache: state that calls alone may not reveal. The process's
+    environment is the caller's, read at each call, not the function's own."""
     if not _is_function(value):
         return False
     package = value.__module__.split(".")[0]
-    return hasattr(value, "cache_info") or any(_contents(default, package) is not None
-                                               for default in _defaults(value) if default is not os.environ)
+    return hasattr(value, "cache_info") or any(_contents(held, package) is not None
+                                               for held in (*_defaults(value), *_closure(value))
+                                               if held is not os.environ)
 
 
 def op_state(package: str = "kernel") -> dict:

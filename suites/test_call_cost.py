@@ -1,6 +1,7 @@
 """What one call costs besides its kernel (``suites/call_cost.py``), and proof that the check
 fails on a launcher that does more; and that no call keeps its tensors alive."""
 
+import dataclasses
 import gc
 import weakref
 
@@ -9,7 +10,7 @@ import torch
 
 import kernel.paged_mqa_logits as launcher
 from kernel import fp8_paged_mqa_logits
-from suites.call_cost import CallCostCase, call_cost_cases, unchecked_gpu_call
+from suites.call_cost import CALLS, CallCostCase, call_cost_cases, unchecked_gpu_call
 from suites.cases import Case
 from suites.check import build_inputs
 from suites.runnable import check, from_dict, to_dict
@@ -148,3 +149,61 @@ def test_a_call_keeps_no_reference_to_its_tensors(device):
     del inputs, args, keywords, tensors
     gc.collect()
     assert not [ref for ref in alive if ref() is not None], "the op keeps its tensors alive after the call"
+
+
+def _one_launch_per_sequence(monkeypatch):
+    """Launches the kernel once per sequence, on views of its rows (\"so that a long batch
+    never passes the grid's bounds\"): every value as one launch computes it, a launch per
+    sequence on every call."""
+    run = launcher.Launch.run
+
+    def per_sequence(self):
+        q, kv_cache, weights, context_lens, live_rows, block_table, out, *sizes = self.args
+        batch, next_n = q.shape[:2]
+        for b in range(batch):
+            args = (q.narrow(0, b, 1), kv_cache, weights.narrow(0, b * next_n, next_n), context_lens.narrow(0, b, 1),
+                    live_rows.narrow(0, b, 1), block_table.narrow(0, b, 1), out.narrow(0, b * next_n, next_n), *sizes)
+            run(dataclasses.replace(self, grid=(self.grid[0] // batch, self.grid[1]), args=args))
+        return self.out
+
+    monkeypatch.setattr(launcher.Launch, "run", per_sequence)
+
+
+def test_one_launch_per_sequence_computes_the_same_logits(monkeypatch):
+    """The witnesses below break only the cost: run, their launches compute the case right."""
+    _one_launch_per_sequence(monkeypatch)
+    check(CALLS["flat"], fp8_paged_mqa_logits, "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_gpu_call_of_a_launch_per_sequence_is_caught(monkeypatch):
+    """The check's witness: an unchecked call of two sequences makes two launches."""
+    _one_launch_per_sequence(monkeypatch)
+    with pytest.raises(AssertionError, match=r"an unchecked GPU call \(call-cost-flat-caller-out\): 2 kernel launches"):
+        check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
+
+
+def test_a_checked_call_of_a_launch_per_sequence_is_caught(monkeypatch):
+    """The check's witness: a checked call of two sequences makes two launches, before its
+    host work is compared at 8 times the batch."""
+    _one_launch_per_sequence(monkeypatch)
+    with pytest.raises(AssertionError, match=rf"a checked call of {CALLS['flat'].id}: 2 kernel launches"):
+        check(CallCostCase("flat", checked=True), fp8_paged_mqa_logits, "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_gpu_call_that_allocates_a_result_it_does_not_need_is_caught(monkeypatch):
+    """The check's witness: a launcher that allocates the result before it looks at ``out``
+    (``out = out if out is not None else result``) allocates on every call into a caller's
+    out, a result no one reads; a call into a result it allocates still passes."""
+    planned = launcher.plan_launch
+
+    def allocating_first(q, kv_cache, weights, context_lens, block_table, max_model_len, *, out=None, **keywords):
+        result = torch.empty(q.shape[0] * q.shape[1], max_model_len, dtype=torch.float32, device=q.device)
+        return planned(q, kv_cache, weights, context_lens, block_table, max_model_len,
+                       out=out if out is not None else result, **keywords)
+
+    monkeypatch.setattr(launcher, "plan_launch", allocating_first)
+    check(CallCostCase("flat", caller_out=False), fp8_paged_mqa_logits, "cpu")
+    with pytest.raises(AssertionError, match=r"\(call-cost-flat-caller-out\): allocations \['aten.empty"):
+        check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")

@@ -2,6 +2,7 @@
 launcher that remembers a plan."""
 
 import collections
+import dataclasses
 import threading
 import types
 
@@ -78,6 +79,32 @@ def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device, 
         check(StatelessCase(), fp8_paged_mqa_logits, device)
 
 
+def _remembering_in_a_closure(planned):
+    """A planner made by a factory whose closure keeps the last plan and its sizes, as the
+    launcher's module would define it."""
+    last = {}
+
+    def plan_launch(*args, **keywords):
+        key = tuple(tuple(a.shape) if hasattr(a, "shape") else a for a in args)
+        if last.get("key") != key:
+            last.update(key=key, plan=planned(*args, **keywords))
+        return last["plan"]
+
+    plan_launch.__module__ = launcher.__name__
+    return plan_launch
+
+
+def test_a_launcher_that_remembers_its_last_plan_in_its_closure_is_caught(monkeypatch, device):
+    """The check's witness for state out of every module's reach: a memo in the closure of
+    the launcher's planner, read by calls as a global would be, and refused as one both
+    after calls and as a function that keeps state."""
+    remembering = _remembering_in_a_closure(launcher.plan_launch)
+    assert keeps_state(remembering)
+    monkeypatch.setattr(launcher, "plan_launch", remembering)
+    with pytest.raises(AssertionError, match=r"changed its modules' state.*plan_launch\.closure"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
 def test_no_function_of_the_op_keeps_a_cache():
     """Every module of the op, the gfx950 launcher's too wherever flydsl imports (it runs only
     on a gfx950, so no call made here shows what it keeps): no ``functools`` cache and no
@@ -98,3 +125,23 @@ def test_no_function_of_the_op_keeps_a_cache():
     kept = [f"{module.__name__}.{name}" for module in modules for name, value in vars(module).items()
             if getattr(value, "__module__", None) == module.__name__ and keeps_state(value)]
     assert not kept, f"functions of the op that keep state across calls: {kept}"
+
+
+def test_a_launcher_that_shares_one_constexprs_dict_between_plans_is_caught(monkeypatch, device):
+    """The check's witness: a planner that fills one dict of constexprs, held in its closure
+    rather than in a module, for every plan (\"no dict built per call\"). Each launch runs
+    right when run at once; a launch planned earlier, run or compiled later, runs the latest
+    plan's specialization, next_n_lens given or not."""
+    planned = launcher.plan_launch
+    shared = {}
+
+    def sharing(*args, **keywords):
+        launch = planned(*args, **keywords)
+        shared.clear()
+        shared.update(launch.constexprs)
+        return dataclasses.replace(launch, constexprs=shared)
+
+    monkeypatch.setattr(launcher, "plan_launch", sharing)
+    with pytest.raises(AssertionError, match="a launch planned earlier changed when the same sizes were planned again"
+                                             r".*'HAS_NEXT_N_LENS': True.* became .*'HAS_NEXT_N_LENS': False"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)

@@ -203,3 +203,12 @@ def test_a_grid_padded_with_programs_that_only_return_fails(monkeypatch, call):
     inputs = build_inputs(call)
     with pytest.raises(AssertionError, match=r"has a grid of \(8, .*the design's programs are one per sequence"):
         check_planned_launch(call, fp8_paged_mqa_logits, inputs, call.tuning())
+
+
+def test_a_table_that_pins_a_shape_the_grid_lost_fails(monkeypatch, tmp_path):
+    """A shape dropped from the grid (its first) while the table still pins its defaults:
+    every pick the grid resolves matches, yet that pinned default is held by no case."""
+    dropped = pinned_shapes()[0]
+    monkeypatch.setattr(suites.tuning_defaults, "pinned_shapes", lambda: pinned_shapes()[1:])
+    with pytest.raises(AssertionError, match=rf"tuning at cpu SMs, {re.escape(dropped.key)}: pinned, yet no shape of"):
+        check(DefaultsCase("cpu"), fp8_paged_mqa_logits, "cpu")

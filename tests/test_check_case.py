@@ -5,7 +5,8 @@ passes the case; each wrong op breaks one promise of the contract and nothing el
 case must name that promise. A check that was loosened (a guard region read for finite
 values only, an input compared by a checksum, a result's strides not looked at) passes
 every correct kernel and lets its own kind of bug through: only an op that breaks the
-promise shows it is still held.
+promise shows it is still held. The launch the kernel's launcher plans is held alike: each
+wrong launcher there changes the kernel's own plan in one way that no value shows.
 """
 
 from dataclasses import replace
@@ -13,6 +14,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+import kernel.paged_mqa_logits as launcher
+from kernel import fp8_paged_mqa_logits
 from oracle import OpInputs, reference_logits
 from suites.cases import BASE
 from suites.check import check_case
@@ -104,3 +107,81 @@ def test_each_broken_promise_fails_the_case_by_name(name):
     op, message = WRONG_OPS[name]
     with pytest.raises(AssertionError, match=message):
         check_case(CASE, op)
+
+
+# -- the launch the op's launcher plans (``check_planned_launch``) ---------------------------------
+
+
+def _planning(change):
+    """The launcher's ``plan_launch`` with ``change(launch, args, keywords)`` made to its plan."""
+    planned = launcher.plan_launch
+
+    def plan(*args, **keywords):
+        return change(planned(*args, **keywords), args, keywords)
+    return plan
+
+
+def q_copied(launch, args, keywords):
+    """Passes a copy of q (\"aligned for the loads\"): an allocation and a pass over q per call."""
+    q = launch.args[0].clone()
+    return replace(launch, args=(q, *launch.args[1:]))
+
+
+def own_pipeline_depth(launch, args, keywords):
+    """Pipelines three stages deep where the caller gives no depth, whatever the policy chose:
+    only the speed changes."""
+    if keywords.get("num_stages") is not None:
+        return launch
+    return replace(launch, constexprs={**launch.constexprs, "NUM_STAGES": 3})
+
+
+def lengths_read_unchecked(launch, args, keywords):
+    """Keeps one cheap check of the lengths on the unchecked path too: a host read of a value,
+    a sync per call that a captured graph cannot replay."""
+    context_lens, max_model_len = args[3], args[5]
+    if int(context_lens.max()) > max_model_len:
+        raise ValueError("context_lens: past max_model_len")
+    return launch
+
+
+def live_rows_on_the_default_device(launch, args, keywords):
+    """Passes every sequence's live-row count, when the caller gives none, in a tensor made on
+    torch's default device rather than q's."""
+    if keywords.get("next_n_lens") is not None:
+        return launch
+    q = args[0]
+    live_rows = torch.full((q.shape[0],), q.shape[1], dtype=torch.int32)
+    return replace(launch, args=(*launch.args[:4], live_rows, *launch.args[5:]))
+
+
+def out_in_the_default_dtype(launch, args, keywords):
+    """Allocates the result in torch's default dtype, float32 only where the caller left it so."""
+    if keywords.get("out") is not None:
+        return launch
+    q, max_model_len = args[0], args[5]
+    out = torch.empty(q.shape[0] * q.shape[1], max_model_len, device=q.device)
+    return replace(launch, args=(*launch.args[:6], out, *launch.args[7:]), out=out)
+
+
+WRONG_LAUNCHERS = {
+    "q-copied": (q_copied, "does not read the caller's q where it lies"),
+    "its-own-pipeline-depth": (own_pipeline_depth,
+                               r"runs Tuning\(.*num_stages=3\), the tuning policy chose .*num_stages=6"),
+    "lengths-read-unchecked": (lengths_read_unchecked, "planning under validate=False read a tensor's values"),
+    "live-rows-on-the-default-device": (live_rows_on_the_default_device,
+                                        "passes argument 4 on cpu: a tensor the launcher makes must lie on q's device"),
+    "out-in-the-default-dtype": (out_in_the_default_dtype, r"allocates its out as \(torch.float64, 'meta'"),
+}
+
+
+def test_the_launcher_passes_the_case():
+    check_case(CASE, fp8_paged_mqa_logits)
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_LAUNCHERS))
+def test_each_broken_promise_of_the_planned_launch_fails_the_case_by_name(monkeypatch, name):
+    """Each wrong launcher computes every value right; only its plan breaks the promise."""
+    change, message = WRONG_LAUNCHERS[name]
+    monkeypatch.setattr(launcher, "plan_launch", _planning(change))
+    with pytest.raises(AssertionError, match=message):
+        check_case(CASE, fp8_paged_mqa_logits)

@@ -8,10 +8,14 @@ tensors, the unchecked twins of the accepted edits dropped to save time) passes 
 correct kernel; only these ops show the promise is still held.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
 import kernel
+import kernel.paged_mqa_logits as launcher
+from kernel.tuning import SHARED_MEMORY_BYTES, shared_memory_bytes
 from suites.rejections import EDITS, check_rejection, rejection_cases
 
 CASES = {case.id: case for case in rejection_cases("curated")}
@@ -112,3 +116,100 @@ def test_a_rejection_that_comes_only_with_a_callers_out_fails(case_id):
     """A call the contract refuses is refused whether the op allocates its result or not."""
     with pytest.raises(AssertionError, match="the op without out accepted the input"):
         check_rejection(CASES[case_id], validating_only_into_a_callers_out)
+
+
+def stages_fitted_to_shared_memory(monkeypatch):
+    """The launcher's planning, cutting a caller's pipeline depth to the deepest that fits a
+    Hopper SM's shared memory: the caller asked for another launch than it runs."""
+    planned = launcher.plan_launch
+
+    def plan(*args, **keywords):
+        launch = planned(*args, **keywords)
+        constexprs = launch.constexprs
+        rows = constexprs["SLOT_GROUP"] * constexprs["HEADS"]
+        fitting = [stages for stages in range(constexprs["NUM_STAGES"], 0, -1)
+                   if shared_memory_bytes(rows, constexprs["HEAD_DIM"], constexprs["BLOCK_N"], stages,
+                                          constexprs["PRESHUFFLE"]) <= SHARED_MEMORY_BYTES]
+        return dataclasses.replace(launch, constexprs={**constexprs, "NUM_STAGES": fitting[0]})
+
+    monkeypatch.setattr(launcher, "plan_launch", plan)
+
+
+def test_a_launcher_that_fits_a_callers_knob_to_the_gpu_fails_a_planned_edit(monkeypatch):
+    case = CASES["accept-num_stages-past-shared-memory"]
+    check_rejection(case, kernel.fp8_paged_mqa_logits)
+    stages_fitted_to_shared_memory(monkeypatch)
+    with pytest.raises(AssertionError, match="the launch runs other knobs than the caller gave: num_stages=64 runs as"):
+        check_rejection(case, kernel.fp8_paged_mqa_logits)
+
+
+def returning_its_own_result(*args, out=None, **keywords):
+    """Computes into a result of its own, copies it into the caller's out and returns its own."""
+    result = kernel.fp8_paged_mqa_logits(*args, **keywords)
+    if out is not None:
+        out.copy_(result)
+    return result
+
+
+def computing_its_own_result_up_to_the_longest_context(q, kv_cache, weights, context_lens, block_table,
+                                                       max_model_len, *, out=None, **keywords):
+    """Allocating its own result, computes only the columns up to the longest context and
+    leaves the rest of each row zero, where the caller's out gets -inf."""
+    call = (q, kv_cache, weights, context_lens, block_table)
+    if out is not None:
+        return kernel.fp8_paged_mqa_logits(*call, max_model_len, out=out, **keywords)
+    longest = int(context_lens.max())
+    result = torch.zeros(q.shape[0] * q.shape[1], max_model_len, device=q.device)
+    kernel.fp8_paged_mqa_logits(*call, longest, out=result[:, :longest], **keywords)
+    return result
+
+
+def one_buffer_for_every_result():
+    """Hands out one kept buffer per shape for every result it allocates."""
+    kept = {}
+
+    def op(q, *args, out=None, **keywords):
+        if out is None:
+            rows, max_model_len = q.shape[0] * q.shape[1], args[4]
+            out = kept.setdefault((rows, max_model_len), torch.empty(rows, max_model_len, device=q.device))
+        return kernel.fp8_paged_mqa_logits(q, *args, out=out, **keywords)
+    return op
+
+
+def results_carved_from_a_step_arena():
+    """Carves the results of one decode step (calls on the same tensors) from an arena of its
+    own, advancing past each result by its rows rather than its elements: the second result
+    of a step overlaps the first."""
+    step = {}
+
+    def op(q, *args, out=None, **keywords):
+        if out is None:
+            tensors = tuple(t.data_ptr() for t in (q, *args, *keywords.values()) if isinstance(t, torch.Tensor))
+            rows, max_model_len = q.shape[0] * q.shape[1], args[4]
+            if step.get("tensors") != tensors:
+                step.update(tensors=tensors, used=0, arena=torch.empty(2 * rows * max_model_len, device=q.device))
+            out = step["arena"][step["used"]:step["used"] + rows * max_model_len].view(rows, max_model_len)
+            step["used"] += rows
+        return kernel.fp8_paged_mqa_logits(q, *args, out=out, **keywords)
+    return op
+
+
+CALLED_AGAIN = {
+    "its-own-result-returned": (returning_its_own_result, "the op did not return the caller's out"),
+    "its-own-result-computed-up-to-the-longest-context": (
+        computing_its_own_result_up_to_the_longest_context,
+        "the same call with no out computed other values than with the caller's out"),
+    "one-buffer-for-every-result": (one_buffer_for_every_result(),
+                                    "a later call on other inputs wrote into an earlier call's result"),
+    "results-carved-from-a-step-arena": (results_carved_from_a_step_arena(),
+                                         "the same call made twice with no out computed other values"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLED_AGAIN))
+def test_an_op_whose_results_are_not_each_calls_own_fails_an_accepted_edit(name):
+    """Each op computes the caller's out right on the first call; what it returns, or what a
+    result it allocates holds after later calls, breaks the promise."""
+    op, message = CALLED_AGAIN[name]
+    with pytest.raises(AssertionError, match=message):
+        check_rejection(CASES["accept-unchanged"], op)

@@ -87,6 +87,42 @@ def test_the_gfx950_check_passes_the_right_answer_and_fails_a_wrong_cell():
         check_gfx950_case(case, _reference_op(wrong=True), "cpu")
 
 
+def _into_the_callers_out(write):
+    """The right op, but for how it writes its logits into a caller's ``out``: ``write(out, logits)``."""
+    right = _reference_op(wrong=False)
+
+    def op(*args, out=None, **keywords):
+        logits = right(*args, **keywords)
+        if out is None:
+            return logits
+        write(out, logits)
+        return out
+
+    return op
+
+
+def _as_if_dense(out, logits):
+    """Writes the rows back to back, as into a dense out: a strided out gets them out of place."""
+    out.as_strided(out.shape, (out.shape[1], 1)).copy_(logits)
+
+
+def _and_minus_inf_past_the_row(out, logits):
+    """Writes the logits, then -inf into the column after each row's last: the caller's."""
+    out.copy_(logits)
+    rows, columns = out.shape
+    out.as_strided((rows, columns + 1), out.stride())[:, columns].fill_(float("-inf"))
+
+
+@pytest.mark.parametrize("write, message", [
+    (_as_if_dense, "a caller's strided out differs from a fresh output"),
+    (_and_minus_inf_past_the_row, "the op wrote past max_model_len into a caller's out"),
+], ids=["as-if-dense", "minus-inf-past-the-row"])
+def test_the_gfx950_check_fails_an_op_that_writes_a_callers_out_wrong(write, message):
+    case = Gfx950Case(num_waves=2, subtiles=1, next_n=2, has_next_n_lens=True)
+    with pytest.raises(AssertionError, match=message):
+        check_gfx950_case(case, _into_the_callers_out(write), "cpu")
+
+
 def test_the_gfx950_target_does_not_execute_on_this_machine_without_a_gfx950():
     space = GFX950_TARGET.compile_space()
     assert not space.executes_on("cpu")
