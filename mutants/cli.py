@@ -578,7 +578,7 @@ COMMANDS = {"list": cmd_list, "show": cmd_show, "run": cmd_run, "report": cmd_re
 # -- helpers --
 
 def _report(args, store, scope, mutants, cases) -> int:
-    from mutants.report import terminal_table
+    from mutants.report import below_gate, terminal_table
 
     scored = _scored(store, scope, mutants, cases, _selection_name(args))
     if not scored.with_results and args.fail_under is None:
@@ -595,11 +595,9 @@ def _report(args, store, scope, mutants, cases) -> int:
         _write(args.html, html_report([scored]))
     if args.fail_under is None:
         return EXIT_OK
-    if not scored.complete:
-        print(f"kmut: {scored.results_line()}; --fail-under needs a result for every mutant", file=sys.stderr)
-        return EXIT_BELOW_THRESHOLD
-    if scored.score < args.fail_under:
-        print(f"kmut: score {scored.score:.1f}% is below --fail-under {args.fail_under:g}%", file=sys.stderr)
+    failure = below_gate(scored, args.fail_under)
+    if failure is not None:
+        print(f"kmut: {failure}", file=sys.stderr)
         return EXIT_BELOW_THRESHOLD
     return EXIT_OK
 

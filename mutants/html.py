@@ -152,7 +152,7 @@ def comparison_table(scoreds: list[Scored]) -> str:
     rows = "".join(
         f"<tr><td><a href=\"#run-{index}\">{escape(scored.suite)}</a></td><td>{escape(scored.device)}</td>"
         f"<td>{escape(scored.mode)}</td><td>{escape(scored.mutant_set)}</td>"
-        f"<td class=\"num\" style=\"color: {score_colour(scored.score)}\"><b>{scored.score:.1f}%</b></td>"
+        f"<td class=\"num\" style=\"color: {score_colour(scored.score)}\"><b>{scored.score_text}</b></td>"
         f"<td class=\"num\">{scored.counts[KILLED]}</td><td class=\"num\">{scored.scored_total}</td>"
         f"<td class=\"num\">{throughput(scored)}</td></tr>"
         for index, scored in enumerate(scoreds, 1)
@@ -190,7 +190,7 @@ def run_header(scored: Scored) -> str:
 def score_box(scored: Scored) -> str:
     return (
         f"<div class=\"score\" style=\"background: {score_colour(scored.score)}\">"
-        f"<div class=\"value\">{scored.score:.1f}%</div>"
+        f"<div class=\"value\">{scored.score_text}</div>"
         f"<div class=\"of\">{scored.counts[KILLED]} killed of {scored.scored_total} scored</div>"
         "<div class=\"of\">scored: killed + survived + timeout + crashed</div></div>"
     )

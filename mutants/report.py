@@ -54,6 +54,14 @@ class Scored:
         return 100.0 * self.counts[KILLED] / total if total else 100.0
 
     @property
+    def score_text(self) -> str:
+        """The score to one decimal, rounded down: a score short of 100% (or of any gate) never
+        reads as reaching it."""
+        total = self.scored_total
+        tenths = 1000 * self.counts[KILLED] // total if total else 1000
+        return f"{tenths // 10}.{tenths % 10}%"
+
+    @property
     def complete(self) -> bool:
         return self.counts["not run"] == 0 and self.counts[NEEDS_GFX950] == 0
 
@@ -89,6 +97,18 @@ class Scored:
         return kills
 
 
+def below_gate(scored: Scored, fail_under: float) -> str | None:
+    """Why ``scored`` fails a ``--fail-under`` gate at ``fail_under`` percent; None if it
+    passes. The score as computed is compared, not as printed, and a mutant without a result
+    fails the gate, one compiled but needing a gfx950 device to run included: a machine that
+    cannot run a mutant cannot vouch for the suite against it."""
+    if not scored.complete:
+        return f"{scored.results_line()}; --fail-under needs a result for every mutant"
+    if scored.score < fail_under:
+        return f"score {scored.score_text} is below --fail-under {fail_under:g}%"
+    return None
+
+
 def score_rows(mutants: list[Mutant], results: dict[str, Result]) -> list[tuple[Mutant, Result | None]]:
     return [(m, results.get(m.key)) for m in mutants]
 
@@ -118,7 +138,7 @@ def terminal_table(scored: Scored, *, per_mutant: bool = True) -> str:
     lines.append(scored.results_line())
     needs = (f"; {scored.counts[NEEDS_GFX950]} left out, needing a gfx950 device to run"
              if scored.counts[NEEDS_GFX950] else "")
-    score = f"{scored.score:.1f}%" if scored.scored_total else "none (no mutant was scored)"
+    score = scored.score_text if scored.scored_total else "none (no mutant was scored)"
     lines.append(f"score: {score} ({scored.counts[KILLED]} killed of {scored.scored_total};"
                  f" {sum(scored.counts[o] for o in CLASSIFIED)} classified without running a case{needs})")
     if scored.mutants_per_minute:

@@ -7,11 +7,12 @@ from dataclasses import replace
 import pytest
 
 from kernel.validation import check_inputs
-from mutants.curate import ORIGINAL, describe, exposing_axes, search
+from mutants.curate import ORIGINAL, Lead, describe, exposing_axes, search
 from mutants.mutant import Mutant
+from mutants.outcomes import TIMEOUT
 from mutants.runner import CaseRecord
-from mutants.store import Scope, Store
-from mutants.worker import FAIL, PASS
+from mutants.store import Scope, Store, Try
+from mutants.worker import ERROR, FAIL, PASS, STILLBORN
 from suites.candidates import beyond_declared, closest, declared_neighbours, other_suites
 from suites.cases import BASE, SUITES, Case, add_case, added_cases, suite
 from suites.check import build_inputs
@@ -118,6 +119,17 @@ def mutant(name: str) -> Mutant:
 
 
 CANDIDATES = [replace(SMALL, splits=n) for n in range(1, 9)]
+
+
+def test_only_a_failure_or_a_compile_error_kills_a_survivor_in_a_search():
+    """A candidate the mutant ran out of time on is no kill: the survivor is slow there, or
+    the machine was, and `curate --write` would add a case that does not fail it."""
+    mutant = Mutant("m", "test", "kernel/paged_mqa_logits.py", 1, 0, "a", "b", "d", "", "x = 1\n")
+    tries = {case: Try(case, result, 1.0, "", {}) for case, result in (("c0", PASS), ("c1", TIMEOUT), ("c2", ERROR))}
+    assert Lead(mutant, tries).killer is None
+    tries["c3"] = Try("c3", STILLBORN, 1.0, "", {})
+    tries["c4"] = Try("c4", FAIL, 1.0, "", {})
+    assert Lead(mutant, tries).killer.case_id == "c3"
 
 
 def test_search_skips_what_the_kernel_fails_finds_the_kill_and_reports_the_rest(tmp_path):

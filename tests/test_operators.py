@@ -560,3 +560,33 @@ def test_an_edit_two_operators_make_is_one_mutant():
     first = every_point[0]
     twin = dataclasses.replace(first, id="another-operator-0", origin="another-operator")
     assert distinct([first, twin, every_point[1]]) == [first, every_point[1]]
+
+
+def _module_constant_lines(source: str) -> dict[str, range]:
+    """Each ALL_CAPS module constant assignment, by name, with the lines it spans."""
+    constants = {}
+    for statement in ast.parse(source).body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+            if names and len(names) == len(targets):
+                constants[names[0]] = range(statement.lineno, statement.end_lineno + 1)
+    return constants
+
+
+@pytest.mark.parametrize(("path", "spelled_as_arithmetic"), [
+    ("kernel/tuning.py", "SHARED_MEMORY_BYTES"),  # 227 * 1024
+    ("kernel/validation.py", "MAX_MODEL_LEN"),  # 2**30
+])
+def test_every_module_constant_of_the_host_files_gets_a_mutation_point(path, spelled_as_arithmetic):
+    """With module constants in scope, no ALL_CAPS constant is skipped, a size spelled as a
+    product or power of literals included: skipping them drops mutants without a word, some of
+    them survivors EQUIVALENT.md accounts for (`SHARED_MEMORY_BYTES` as `227 * 1025`)."""
+    source = (PROJECT_ROOT / path).read_text()
+    constants = _module_constant_lines(source)
+    assert spelled_as_arithmetic in constants
+    scope = Scope(HOST, module_constants=True)
+    module_lines = {point.line for operator in ALL_OPERATORS if HOST in operator.applies_to
+                    for point in mutation_points(source, operator(), scope) if point.function == MODULE_LEVEL}
+    unmutated = [name for name, lines in constants.items() if not module_lines & set(lines)]
+    assert unmutated == []

@@ -179,3 +179,41 @@ def test_a_test_that_held_gigabytes_gives_the_allocators_cached_memory_back(monk
     assert emptied == []
     pytest_plugin.pytest_runtest_teardown(SimpleNamespace(stash={pytest_plugin.HOLDS_GIGABYTES: True}))
     assert emptied == [True]
+
+
+def _kmut_session(suite="smoke"):
+    """What `pytest_sessionfinish` reads of a `--kmut` session whose tests passed."""
+    from types import SimpleNamespace
+
+    from suites import pytest_plugin
+
+    options = {"kmut": True, "collectonly": False, "suite": suite, "kmut_mutants": None, "kmut_only": None,
+               "kmut_fail_under": None}
+    config = SimpleNamespace(getoption=options.__getitem__, stash={pytest_plugin.DEVICE: "cpu"})
+    return SimpleNamespace(config=config, exitstatus=pytest.ExitCode.OK)
+
+
+@pytest.mark.parametrize("code_name", ["EXIT_BELOW_THRESHOLD", "EXIT_USAGE", "EXIT_BASELINE", "EXIT_CANNOT_RUN",
+                                       "EXIT_INTERRUPTED"])
+def test_kmut_fails_the_session_whenever_it_does_not_exit_0(monkeypatch, code_name):
+    """A `--kmut` session that kmut could not score (a usage error, no store or workers) must
+    not pass as if it had scored: any exit but 0 fails the session and says so."""
+    from mutants import cli
+    from suites import pytest_plugin
+
+    code = getattr(cli, code_name)
+    monkeypatch.setattr(pytest_plugin, "main", lambda arguments: code)
+    session = _kmut_session()
+    pytest_plugin.pytest_sessionfinish(session, pytest.ExitCode.OK)
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED
+    assert f"kmut exited with {code}" in session.config.stash[pytest_plugin.KMUT_SUMMARY][-1]
+
+
+def test_kmut_leaves_the_session_passed_when_it_exits_0(monkeypatch):
+    from mutants import cli
+    from suites import pytest_plugin
+
+    monkeypatch.setattr(pytest_plugin, "main", lambda arguments: cli.EXIT_OK)
+    session = _kmut_session()
+    pytest_plugin.pytest_sessionfinish(session, pytest.ExitCode.OK)
+    assert session.exitstatus == pytest.ExitCode.OK

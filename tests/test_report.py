@@ -2,9 +2,10 @@
 
 from dataclasses import replace
 
-from mutants.mutant import Mutant, read_source
+from mutants.mutant import PROJECT_ROOT, Mutant, read_source
 from mutants.sets import select_mutants
-from mutants.report import Scored, location, minimize, mutation_testing_json, terminal_table
+from mutants.outcomes import KILLED, NEEDS_GFX950, SURVIVED
+from mutants.report import Scored, below_gate, location, minimize, mutation_testing_json, terminal_table
 from mutants.runner import SUITE_EQUAL
 from mutants.store import Result
 
@@ -53,6 +54,45 @@ def test_a_survivor_the_suite_cannot_reach_counts_against_the_score():
         scored = Scored("curated", "cpu", "first-kill", "catalog", rows, CASES, wall_seconds=1.0, processed=2)
         assert (scored.scored_total, scored.score) == (2, 50.0), detail
         assert "score: 50.0% (1 killed of 2" in terminal_table(scored)
+
+
+def _killed_of(killed: int, total: int, extra=()) -> Scored:
+    rows = [(_mutant(f"k{i}"), _result(f"k{i}", KILLED, ["c0"])) for i in range(killed)]
+    rows += [(_mutant(f"s{i}"), _result(f"s{i}", SURVIVED)) for i in range(total - killed)]
+    return Scored("curated", "cpu", "first-kill", "operators", rows + list(extra), CASES)
+
+
+def test_the_score_reads_rounded_down_and_the_gate_compares_it_unrounded():
+    """2,999 killed of 3,000 is short of 100%: it reads 99.9%, not 100.0%, and fails
+    --fail-under 100 (a gate that compared the printed number would pass it)."""
+    short = _killed_of(2999, 3000)
+    assert short.score_text == "99.9%" and "score: 99.9% (2999 killed of 3000" in terminal_table(short)
+    assert below_gate(short, 100.0) == "score 99.9% is below --fail-under 100%"
+    assert below_gate(short, 99.9) is None
+    assert (_killed_of(29, 100).score_text, _killed_of(3, 3).score_text) == ("29.0%", "100.0%")
+    assert below_gate(_killed_of(3, 3), 100.0) is None
+
+
+def test_a_mutant_that_needs_a_gfx950_to_run_fails_the_gate():
+    """Compiled but not run, it has no verdict: a machine without a gfx950 cannot vouch for
+    the suite against it, so a run whose other mutants all died still fails the gate."""
+    pending = replace(_result("g0", NEEDS_GFX950, ran=[]), detail="needs a gfx950 device")
+    scored = _killed_of(2, 2, extra=[(_mutant("g0"), pending)])
+    assert scored.score == 100.0 and not scored.complete
+    assert "needs a result for every mutant" in below_gate(scored, 0.0)
+
+
+def test_every_survivor_is_listed_those_the_suite_cannot_reach_too():
+    """A survivor whose code is the original's on every configuration the suite launches is
+    still a bug the suite misses: the report names it, and the page does not say that every
+    mutant was killed."""
+    from mutants.html import survivors_section
+
+    for detail in SUITE_EQUAL:
+        unreached = replace(_result("m2", SURVIVED), detail=f"{detail}: sass: differs at H16-D512")
+        scored = _killed_of(1, 1, extra=[(_mutant("m2"), unreached)])
+        assert [m.id for m, _ in scored.survivors()] == ["m2"], detail
+        assert "Every mutant that ran was killed" not in survivors_section(scored, PROJECT_ROOT)
 
 
 def test_minimize_keeps_the_fewest_cases_that_keep_every_kill():

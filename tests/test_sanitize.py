@@ -107,3 +107,12 @@ def test_sanitize_is_for_cuda_runs(capsys):
 
     assert cli.main(["run", "--suite", "smoke", "--device", "cpu", "--sanitize"]) == cli.EXIT_USAGE
     assert capsys.readouterr().err.splitlines()[-1].startswith("kmut: error: --sanitize checks CUDA runs")
+
+
+def test_a_memcheck_that_times_out_is_no_finding(tmp_path):
+    """A survivor that is only slow under compute-sanitizer made no invalid access that anyone
+    saw: a check that runs out of time must not report a finding (which would kill it)."""
+    fake = tmp_path / "compute-sanitizer"
+    fake.write_text("#!/bin/sh\necho 'kmut-sanitize-case slow-case'\nsleep 30\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    assert memcheck(str(tmp_path), smoke()[:1], sanitizer=str(fake), timeout=1, root=tmp_path) is None

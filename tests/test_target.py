@@ -192,3 +192,25 @@ def test_every_tuning_a_targets_cases_pass_is_a_keyword_of_its_op(name):
     used = {key for suite in ("curated", "exhaustive") for case in target.cases(suite)
             if hasattr(case, "tuning") for key in case.tuning()}
     assert used and used <= keywords, used - keywords
+
+
+def _methods(source: str) -> dict[str, range]:
+    """Every method of the module's classes, as `Class.method`, with the lines it spans."""
+    return {
+        f"{cls.name}.{method.name}": range(method.lineno, method.end_lineno + 1)
+        for cls in ast.parse(source).body if isinstance(cls, ast.ClassDef)
+        for method in cls.body if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+def test_host_mutants_reach_every_method_of_the_launchers_classes(operator_set):
+    """A walk that skipped class bodies would leave methods such as `Launch.run` (which picks
+    the device a launch runs on) without a mutant, and EQUIVALENT.md's survivor
+    `paged_mqa_logits:comparison-negate-0` in it would silently vanish from the score."""
+    methods = _methods(read_source(KERNEL))
+    assert "Launch.run" in methods
+    host_lines = {m.line for m in operator_set if m.path == KERNEL and m.side == HOST}
+    for name, lines in methods.items():
+        assert host_lines & set(lines), f"no host mutant in {name}"
+    (negated,) = [m for m in operator_set if m.id == "paged_mqa_logits:comparison-negate-0"]
+    assert negated.line in methods["Launch.run"] and negated.description.endswith("in run()")
