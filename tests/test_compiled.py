@@ -702,3 +702,17 @@ def test_normalized_sass_keeps_what_the_code_does(other):
     assert compiled.normalize_sass(moved, "k") == compiled.normalize_sass(original, "k")
     assert compiled.normalize_sass(_SASS.format(name="k_mutant", instruction="FADD R4, R2, -R3"), "k_mutant") == \
         compiled.normalize_sass(original, "k")
+
+
+@pytest.mark.parametrize(("instruction", "other"), [
+    ("FMUL R4, R2, 0.5", "FMUL R4, R2, 1"),                      # a float literal the mutant changed
+    ("FMUL R4, R2, 0x3f000000", "FMUL R4, R2, 0x3f800000"),      # the same, as an immediate's bits
+    ("SHF.L.U32 R4, R2, 0x3, RZ", "SHF.L.U32 R4, R2, 0x4, RZ"),  # a shift by another count
+    ("FADD R4, R2, -c[0x0][0x210]", "FADD R4, R2, -c[0x0][0x214]"),  # another parameter of the launch
+])
+def test_normalized_sass_keeps_immediates_and_the_parameters_read(instruction, other):
+    """A constant is the program: a mutant that changes 0.5 to 1.0 or a shift of 3 to 4 has
+    other code, never the original's, and reading another kernel parameter is another
+    program too. Masking hex literals as layout would call each pair equivalent."""
+    assert compiled.normalize_sass(_SASS.format(name="k", instruction=other), "k") != \
+        compiled.normalize_sass(_SASS.format(name="k", instruction=instruction), "k")

@@ -82,6 +82,24 @@ def test_a_kill_on_a_case_the_original_fails_on_the_interpreter_is_no_kill(tmp_p
     assert store.results(gpu, {comment.key: comment.id})[comment.key].outcome == "survived"
 
 
+def test_a_case_the_original_does_not_pass_on_the_interpreter_is_left_out_however_it_fails():
+    """A kill on the interpreter counts only where the unmutated kernel passes the case: a
+    case it failed, ran out of time on, crashed on or gave no answer for says nothing of the
+    mutant (on a slow or busy machine a timeout of the original is as likely as a failure)."""
+    from types import SimpleNamespace
+
+    from mutants.outcomes import TIMEOUT
+    from mutants.runner import CaseRecord
+    from mutants.worker import ERROR, FAIL, PASS
+
+    records = {0: CaseRecord(PASS), 1: CaseRecord(FAIL, "a wrong cell"), 2: CaseRecord(TIMEOUT, "no answer in 10 s"),
+               3: CaseRecord(ERROR, "lost", worker_lost=True)}
+    interpreter = SimpleNamespace(case_ids=["c0", "c1", "c2", "c3", "c4"],
+                                  baseline_cases=lambda indices, label: {i: records[i] for i in indices if i in records})
+    left_out = interpreter_check._original_fails(interpreter, {"c0", "c1", "c2", "c3", "c4"})
+    assert sorted(left_out) == ["c1", "c2", "c3", "c4"] and left_out["c4"] == "no answer"
+
+
 def test_the_check_is_not_made_once_the_cases_left_out_run_past_their_rounds(tmp_path, monkeypatch):
     monkeypatch.setattr(interpreter_check, "LEFT_OUT_ROUNDS", 0)
     store, gpu, comment, refused, runner = _comment_killed_where_the_original_fails(tmp_path)

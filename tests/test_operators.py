@@ -17,6 +17,7 @@ from mutants.operators import (
     BooleanSwap,
     ConstantShift,
     DefaultShift,
+    DropMask,
     DroppedGuard,
     DroppedSequenceElement,
     DroppedWideningCast,
@@ -476,6 +477,18 @@ def test_a_widening_cast_is_dropped_at_every_64_bit_cast_of_the_kernel():
     casts = [number for number, line in enumerate(source.splitlines(), 1) for _ in range(line.count(".to(tl.int64)"))]
     points = mutation_points(source, DroppedWideningCast(), DEVICE_CODE)
     assert len(casts) >= 5 and sorted(p.line for p in points) == casts
+
+
+def test_a_mask_is_dropped_at_every_masked_load_and_store_of_the_kernel():
+    """A store without its mask writes past the output, a load without it reads past its
+    tensor: each is a bug the bounds checker and memcheck exist for, and an operator that
+    leaves one kind out hides every survivor there."""
+    source = (PROJECT_ROOT / "kernel" / "paged_mqa_logits.py").read_text()
+    masked = sorted(node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute) and node.func.attr in ("load", "store")
+                    and any(keyword.arg == "mask" for keyword in node.keywords))
+    stores = [line for line in masked if "tl.store(" in source.splitlines()[line - 1]]
+    assert stores and sorted(p.line for p in mutation_points(source, DropMask(), DEVICE_CODE)) == masked
 
 
 @pytest.mark.parametrize(

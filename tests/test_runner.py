@@ -27,7 +27,8 @@ from mutants.outcomes import TIMEOUT
 from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
                             hang_record, least_loaded, running_status, worker_status)
-from mutants.worker import ERROR, FAIL, PASS, STILLBORN, classify_exception, load_op, stops, worker_main
+from mutants.worker import (ERROR, FAIL, PASS, STILLBORN, _sabotaged, classify_exception, load_op, stops,
+                            worker_main)
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.cases import curated, smoke, suite
@@ -290,6 +291,20 @@ def test_a_device_fault_kills_and_the_matrix_goes_on_in_fresh_workers(tmp_path):
     assert result.outcome == "killed"
     assert result.killed_by == [c.id for c in cases]
     assert result.detail.startswith(f"{cases[0].id}: device fault")
+
+
+def test_the_sabotaged_op_gets_one_cell_wrong_by_a_finite_value():
+    """The baseline's sabotage shows the suite detects a wrong answer. A NaN or an infinity
+    there would show only that it detects non-finite cells, which a suite that compares no
+    value at all may also do."""
+    import torch
+
+    def right(*args, **kwargs):
+        return torch.linspace(-4.0, 7.0, 12).reshape(3, 4)
+
+    wrong = _sabotaged(right)()
+    changed = wrong != right()
+    assert int(changed.sum()) == 1 and bool(torch.isfinite(wrong).all())
 
 
 def test_the_op_failing_is_a_failure_and_the_machine_failing_is_not():
