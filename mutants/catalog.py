@@ -459,6 +459,15 @@ CATALOG: tuple[Bug, ...] = (
             "tl.minimum(tl.maximum(scores, 0.0), 448.0 * 448.0) * head_weights[None, :]")),
     ),
     Bug(
+        name="relu-after-the-head-weight",
+        description="the relu applied to the weighted score, relu(s * w) for relu(s) * w (\"one pass fewer over"
+                    " the tile\"): the same wherever a head weight is positive, a negative head's score lost",
+        exposed_by=Exposure("any logits case (head weights of both signs)", _logits(lambda c: True)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
+                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(value=_expr("tl.maximum(scores * head_weights[None, :], 0.0)")),
+    ),
+    Bug(
         name="queries-clamped-to-a-rescaled-range",
         description="queries are held to the range fp8 keeps after a rescale by 16 (|q| <= 28), as a kernel"
                     " that lifts small queries out of fp8's subnormals would: every query past 28 is wrong",

@@ -74,6 +74,17 @@ def one_ulp_off_in_the_callers_out(*args, out=None, **keywords):
     return result
 
 
+def a_knob_that_changes_the_last_bit(*args, out=None, **keywords):
+    """Tuned, one cell one ulp off its untuned value: within every tolerance, yet the knobs
+    promise the same bits (a tile width whose sum runs in another order)."""
+    tuned = any(name in keywords for name in launcher.TUNING_KNOBS)
+    result = reference_op(*args, out=out, **keywords)
+    if tuned:
+        cell = result[0, 0:1]
+        cell.copy_(torch.nextafter(cell, torch.full_like(cell, float("inf"))))
+    return result
+
+
 def a_buffer_kept_across_calls():
     kept: dict[tuple, torch.Tensor] = {}
 
@@ -95,6 +106,7 @@ WRONG_OPS = {
     "an-unused-table-entry-rewritten": (an_unused_table_entry_rewritten, "changed an input tensor"),
     "one-ulp-off-in-the-callers-out": (one_ulp_off_in_the_callers_out, "two runs"),
     "a-buffer-kept-across-calls": (a_buffer_kept_across_calls(), "shares its memory"),
+    "a-knob-that-changes-the-last-bit": (a_knob_that_changes_the_last_bit, "and the run with no tuning knob differ"),
 }
 
 

@@ -17,7 +17,7 @@ from oracle import (
     reference_logits,
     unpack_blocks,
 )
-from oracle.inputs import FP8_MAX, block_pool
+from oracle.inputs import FP8_MAX, VALUES, block_pool
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +285,20 @@ def test_inputs_are_never_zeros(inputs):
         keys, scales = unpack_blocks(inputs.kv_cache[blocks], preshuffle=True)
         assert (keys.float() != 0).any(dim=-1).all()
         assert (scales > 0).all()
+
+
+# the values whose head weights are positive by design: a large logit needs every head to add
+ONE_SIGN_WEIGHTS = ("weight-heavy", "product-heavy")
+
+
+@pytest.mark.parametrize("values", [v for v in VALUES if v not in ONE_SIGN_WEIGHTS])
+def test_every_query_rows_head_weights_take_both_signs(values):
+    """With head weights of one sign, relu(s) * w and relu(s * w) are the same bits: a kernel
+    that applies the relu after the weight would pass. Every row's weights are drawn signed."""
+    inputs = make_inputs(batch=3, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
+                         context_lens=[40, 17, 64], max_model_len=64, next_n_lens=None, seed=5, values=values)
+    defined = torch.nan_to_num(inputs.weights, nan=0.0)
+    assert ((defined < 0).any(dim=1) & (defined > 0).any(dim=1)).all(), values
 
 
 def test_block_pool_never_shares_a_block_and_marks_unused_entries():
