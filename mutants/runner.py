@@ -45,6 +45,7 @@ from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
+from suites.candidates import estimated_cost
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
@@ -342,6 +343,11 @@ class Runner:
         self.case_peaks: dict[str, int] = {}  # case id -> the baseline's peak GPU memory
         # orders the cases no baseline timed (case -> a sortable guess of its cost), else None
         self.cost_guess = None
+        # On a GPU a case's baseline time is its launches' overhead and noise (medians of 8 and
+        # 19 ms in two runs of one H100, the time class of half the curated cases different):
+        # an order by it would change from run to run, and with it the kernels each mutant
+        # compiles. There the cases go by a static estimate of their work instead.
+        self.timed_order = not device.startswith("cuda")
         # large cases take their share of each GPU's memory through a gate (none on the CPU)
         self.memory_gates = {d: str(self.workdir / f"memory-{d}") for d in self.devices if d.startswith("cuda")}
         # mutant id -> the compile target where classification found its code to differ
@@ -729,7 +735,10 @@ class Runner:
         first (``cost_guess``, then the suite's order, within a class):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
         shapes) go before the expensive ones. Cases no baseline timed go last, by
-        ``cost_guess`` where one is set."""
+        ``cost_guess`` where one is set. Without ``timed_order`` (a GPU), by ``static_cost``
+        and the suite's order alone: the same order in every run of the same suite."""
+        if not self.timed_order:
+            return sorted(range(len(self.cases)), key=lambda i: (static_cost(self.cases[i]), i))
         guess = self.cost_guess or (lambda case: 0)
         return sorted(range(len(self.cases)),
                       key=lambda i: (time_class(self.case_seconds_by_index(i)), guess(self.cases[i]), i))
@@ -1272,6 +1281,13 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
         return ""
     named = ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases" for p in running[:most])
     return f"; running: {named}" + (f" and {len(running) - most} more" if len(running) > most else "")
+
+
+def static_cost(case) -> tuple:
+    """A sortable estimate of a case's cost from its record alone: the other kinds (input
+    edits, host checks: no kernel of their own to compile) first, then the logits cases by the
+    work of their launches (``estimated_cost``)."""
+    return (1, estimated_cost(case)) if isinstance(case, Case) else (0, 0)
 
 
 def time_class(seconds: float) -> float:

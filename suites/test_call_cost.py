@@ -169,10 +169,10 @@ def _one_launch_per_sequence(monkeypatch):
     monkeypatch.setattr(launcher.Launch, "run", per_sequence)
 
 
-def test_one_launch_per_sequence_computes_the_same_logits(monkeypatch):
+def test_one_launch_per_sequence_computes_the_same_logits(monkeypatch, device):
     """The witnesses below break only the cost: run, their launches compute the case right."""
     _one_launch_per_sequence(monkeypatch)
-    check(CALLS["flat"], fp8_paged_mqa_logits, "cpu")
+    check(CALLS["flat"], fp8_paged_mqa_logits, device)
 
 
 @pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")

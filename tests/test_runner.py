@@ -26,12 +26,12 @@ from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.outcomes import TIMEOUT
 from mutants.walk import HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
-                            hang_record, least_loaded, running_status, worker_status)
+                            hang_record, least_loaded, running_status, static_cost, worker_status)
 from mutants.worker import (ERROR, FAIL, PASS, STILLBORN, _sabotaged, classify_exception, load_op, stops,
                             worker_main)
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
-from suites.cases import curated, smoke, suite
+from suites.cases import Case, curated, smoke, suite
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
@@ -747,6 +747,32 @@ def test_a_mutant_tries_the_cheapest_cases_first(tmp_path):
             assert runner.cheapest_first() == [2, 0, 1]
     finally:
         runner.close()
+
+
+def test_without_timed_order_the_cases_go_by_their_static_cost_whatever_the_baseline_measured(tmp_path):
+    """A GPU's case times are launch overhead and noise: two runs that time the same cases
+    differently still order them alike, so a warm run compiles what the cold one compiled."""
+    cases = curated()[:40]
+    runner = _runner(tmp_path, cases)
+    try:
+        assert runner.timed_order, "the CPU interpreter's times order its cases"
+        runner.timed_order = False
+        orders = []
+        for spread in (1.0, -1.0):
+            runner.case_seconds = {c.id: 0.01 * (1 + spread * (i % 7) / 7) for i, c in enumerate(cases)}
+            orders.append(runner.first_kill_order())
+        assert orders[0] == orders[1]
+        assert runner.cheapest_first() == sorted(range(len(cases)), key=lambda i: (static_cost(cases[i]), i))
+        logits = [i for i in runner.cheapest_first() if isinstance(cases[i], Case)]
+        assert logits and all(static_cost(cases[a]) <= static_cost(cases[b]) for a, b in zip(logits, logits[1:]))
+    finally:
+        runner.close()
+    gpu = Runner(cases=cases[:1], device="cuda", jobs=1, store=Store(tmp_path / "gpu.sqlite"),
+                 scope=Scope("curated", "d", "first-kill", "cuda"))
+    try:
+        assert gpu.timed_order is False
+    finally:
+        gpu.close()
 
 
 def test_a_mutant_the_suite_cannot_reach_is_stored_as_a_survivor_with_the_reason(tmp_path, monkeypatch):
