@@ -35,22 +35,42 @@ CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_d
 _HOLDERS = (types.SimpleNamespace, threading.local)
 
 
+class _Same:
+    """One object of the op's state, held while two states are compared: CPython gives a
+    freed object's address to the next one made, so a plan replaced by a new one could take
+    the old one's ``id``. Equal only to a hold of the same object."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return f"<{type(self.value).__name__} at {id(self.value):#x}>"
+
+
 def _contents(value, package: str) -> tuple | bytes | None:
-    """What a mutable value holds, by the identity of each item, its key's with it in a
-    mapping (a plan replaced under the same key is a change); None for a value that holds
-    nothing a call could change (a number, a string, a function, a class, a module)."""
+    """What a mutable value holds, by the identity of each item (held: ``_Same``), its key's
+    with it in a mapping (a plan replaced under the same key is a change); None for a value
+    that holds nothing a call could change (a number, a string, a function, a class, a module)."""
     if isinstance(value, (bytearray, array.array)):
         return bytes(value)
     if value is os.environ:  # its values are decoded anew at each read: compared as text
         return tuple(sorted(value.items()))
     if isinstance(value, MutableMapping):
-        return tuple((key, id(item)) for key, item in list(value.items()))
+        return tuple((key, _Same(item)) for key, item in list(value.items()))
     if isinstance(value, MutableSequence):
-        return tuple(map(id, value))
+        return tuple(map(_Same, value))
     if isinstance(value, MutableSet):
-        return tuple(sorted(map(id, value)))
+        return frozenset(map(_Same, value))
     if isinstance(value, _HOLDERS) or _defined_in(type(value), package):
-        return tuple((name, id(item)) for name, item in vars(value).items()) if hasattr(value, "__dict__") else None
+        return tuple((name, _Same(item)) for name, item in vars(value).items()) if hasattr(value, "__dict__") else None
     return None
 
 
@@ -60,7 +80,7 @@ def _defined_in(kind: type, package: str) -> bool:
 
 
 def _attributes(owner, package: str) -> dict:
-    return {name: (id(value), _contents(value, package)) for name, value in vars(owner).items()}
+    return {name: (_Same(value), _contents(value, package)) for name, value in vars(owner).items()}
 
 
 def _function_state(function, package: str) -> dict:
@@ -68,9 +88,9 @@ def _function_state(function, package: str) -> dict:
     argument), what its closure holds (a memo of the factory that made it), and the entries
     of a ``functools`` cache around it."""
     state = _attributes(function, package)
-    state["defaults"] = tuple((id(value), contents) for value in _defaults(function)
+    state["defaults"] = tuple((_Same(value), contents) for value in _defaults(function)
                               if (contents := _contents(value, package)) is not None)
-    state["closure"] = tuple((id(value), _contents(value, package)) for value in _closure(function))
+    state["closure"] = tuple((_Same(value), _contents(value, package)) for value in _closure(function))
     if hasattr(function, "cache_info"):
         state["cache entries"] = (function.cache_info().currsize, None)
     return state

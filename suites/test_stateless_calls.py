@@ -11,7 +11,7 @@ import pytest
 import kernel.paged_mqa_logits as launcher
 from kernel import fp8_paged_mqa_logits
 from suites.runnable import check, from_dict, to_dict
-from suites.stateless import StatelessCase, keeps_state, stateless_cases
+from suites.stateless import StatelessCase, _changes, keeps_state, op_state, stateless_cases
 
 
 def test_the_op_keeps_no_state_between_calls(device):
@@ -103,6 +103,26 @@ def test_a_launcher_that_remembers_its_last_plan_in_its_closure_is_caught(monkey
     monkeypatch.setattr(launcher, "plan_launch", remembering)
     with pytest.raises(AssertionError, match=r"changed its modules' state.*plan_launch\.closure"):
         check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
+def test_a_plan_replaced_by_one_at_the_same_address_is_still_a_change(monkeypatch):
+    """The state holds what it compares: a plan kept in a namespace and replaced after the
+    first state was read stays alive, so the new plan cannot take its address (CPython
+    reuses a freed object's id), and the replacement is seen."""
+    import gc
+    import weakref
+
+    class Plan:
+        pass
+
+    Plan.__module__ = launcher.__name__
+    monkeypatch.setattr(launcher, "_LAST_PLAN", types.SimpleNamespace(plan=Plan()), raising=False)
+    first = weakref.ref(launcher._LAST_PLAN.plan)
+    before = op_state("kernel")
+    launcher._LAST_PLAN.plan = Plan()
+    gc.collect()
+    assert first() is not None, "the state read before let the replaced plan go: its address is free to reuse"
+    assert "kernel.paged_mqa_logits._LAST_PLAN" in _changes(before, op_state("kernel"))
 
 
 def test_no_function_of_the_op_keeps_a_cache():
