@@ -27,12 +27,12 @@ results are kept in the store under its own scope, so a later run reuses them.
 
 import hashlib
 from dataclasses import replace
+from functools import partial
 
 from mutants.outcomes import KILLED, SURVIVED, TIMEOUT
 from mutants.store import Result
 from mutants.worker import PASS
-from suites.candidates import estimated_cost
-from suites.cases import Case
+from suites.candidates import static_cost
 
 INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check killed
 
@@ -95,7 +95,7 @@ def _rechecked(runner, survivors: list, cases: list, *, scope, jobs: int) -> tup
         if timed:
             interpreter.baseline()  # stored: the cases' own times order them
         else:
-            interpreter.cost_guess = interpreter_cost
+            interpreter.cost_guess = partial(static_cost, logits_first=True)
         interpreter.run(survivors, matrix=False)
         there = runner.store.results(scope, {m.key: m.id for m in survivors})
         kills = {m.key: there[m.key] for m in survivors if m.key in there and there[m.key].outcome == KILLED}
@@ -109,12 +109,6 @@ def _rechecked(runner, survivors: list, cases: list, *, scope, jobs: int) -> tup
 
 def _digest(case_ids: list[str]) -> str:
     return hashlib.sha256("\n".join(case_ids).encode()).hexdigest()[:12]
-
-
-def interpreter_cost(case) -> tuple:
-    """A sortable guess of a case's time on the interpreter: logits cases first, by
-    ``estimated_cost``; the other kinds after them."""
-    return (0, estimated_cost(case)) if isinstance(case, Case) else (1, 0)
 
 
 def _original_fails(interpreter, case_ids: set[str]) -> dict[str, str]:

@@ -39,13 +39,13 @@ from pathlib import Path
 from mutants.clock import RunClock
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
-from mutants.walk import DEVICE
+from mutants.walk import DEVICE, HOST
 from mutants.store import ORDER_RECORDED, Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
 from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
-from suites.candidates import estimated_cost
+from suites.candidates import static_cost
 from suites.cases import AXES, Case
 from suites.runnable import to_dict
 
@@ -675,12 +675,12 @@ class Runner:
                                             for i, r in fresh.items()})
                 progress.kept.update(fresh)
 
-        order = self.first_kill_order()
+        orders = {side: self.first_kill_order(side) for side in {m.side for m in pending}}
         index = {case_id: i for i, case_id in enumerate(self.case_ids)}
         tasks = []
         for m in pending:
             exposing = frozenset(index[c] for c in self.exposing.get(m.id, ()) if c in index)
-            tasks.append(_Task(m.id, "", sorted(self._compiled_first(m, order), key=lambda i: i not in exposing),
+            tasks.append(_Task(m.id, "", sorted(self._compiled_first(m, orders[m.side]), key=lambda i: i not in exposing),
                                not matrix, shared=True,
                                compile_keys=self.case_compile_keys() if m.side == DEVICE else None,
                                answered=self._answered_before(m, index), exposing=exposing,
@@ -730,25 +730,27 @@ class Runner:
             self._case_compile_keys = [case.compile_key for case in self.cases]
         return self._case_compile_keys
 
-    def cheapest_first(self) -> list[int]:
+    def cheapest_first(self, side: str = HOST) -> list[int]:
         """Case indices by the baseline's time per case in classes (``time_class``), fastest
         first (``cost_guess``, then the suite's order, within a class):
         a mutant stops at its first failing case, so the cheap cases (input edits, small
         shapes) go before the expensive ones. Cases no baseline timed go last, by
         ``cost_guess`` where one is set. Without ``timed_order`` (a GPU), by ``static_cost``
-        and the suite's order alone: the same order in every run of the same suite."""
+        for a mutant of ``side`` and the suite's order alone: the same order in every run of
+        the same suite."""
         if not self.timed_order:
-            return sorted(range(len(self.cases)), key=lambda i: (static_cost(self.cases[i]), i))
+            logits_first = side == DEVICE
+            return sorted(range(len(self.cases)), key=lambda i: (static_cost(self.cases[i], logits_first), i))
         guess = self.cost_guess or (lambda case: 0)
         return sorted(range(len(self.cases)),
                       key=lambda i: (time_class(self.case_seconds_by_index(i)), guess(self.cases[i]), i))
 
-    def first_kill_order(self) -> list[int]:
-        """The order of a mutant with no kill history: the first share cheapest first, then the
+    def first_kill_order(self, side: str = HOST) -> list[int]:
+        """The order of a mutant of ``side`` with no kill history: the first share cheapest first, then the
         cheapest logits case of each axis value not yet among the cases before it, then the
         rest cheapest first. A bug only a rare value exposes (a pool past 2 GiB, an exact
         table) needs one case of that value, not every cheaper case before it."""
-        order = self.cheapest_first()
+        order = self.cheapest_first(side)
         head = order[:SHARE_CASES]
         seen = {pair for i in head for pair in self._axis_values(i)}
         cover = []
@@ -1281,13 +1283,6 @@ def running_status(tasks: list[_Progress], most: int = 3) -> str:
         return ""
     named = ", ".join(f"{p.task.mutant_id} {len(p.results):,}/{len(p.task.cases):,} cases" for p in running[:most])
     return f"; running: {named}" + (f" and {len(running) - most} more" if len(running) > most else "")
-
-
-def static_cost(case) -> tuple:
-    """A sortable estimate of a case's cost from its record alone: the other kinds (input
-    edits, host checks: no kernel of their own to compile) first, then the logits cases by the
-    work of their launches (``estimated_cost``)."""
-    return (1, estimated_cost(case)) if isinstance(case, Case) else (0, 0)
 
 
 def time_class(seconds: float) -> float:

@@ -35,6 +35,17 @@ def estimated_cost(case: Case) -> float:
     return launches * positions * case.next_n * case.heads * case.head_dim + case.min_pool_bytes()
 
 
+def static_cost(case, logits_first: bool = False) -> tuple:
+    """A sortable estimate of a case's cost from its record alone, one kind before the other:
+    the logits cases, by the work of their launches (``estimated_cost``), and the other kinds
+    (input edits, host checks: few launches of their own). The other kinds go first unless
+    ``logits_first``: where the kernel is what changed (a device mutant, whose every new
+    configuration is a compile, or the interpreter, where a launch's time is its work), the
+    logits cases run it on the most configurations per compile."""
+    logits = isinstance(case, Case)
+    return (int(logits != logits_first), estimated_cost(case) if logits else 0)
+
+
 def cheapest_first(cases) -> list[Case]:
     return sorted(dict.fromkeys(cases), key=lambda case: (estimated_cost(case), case.id))
 

@@ -1,15 +1,18 @@
 """The CPU interpreter's checks for a CUDA run's survivors."""
 
+from functools import partial
+
 import pytest
 
 import kernel
 from mutants import cli, interpreter_check
 from mutants.catalog import catalog_mutants
-from mutants.interpreter_check import INTERPRETED, interpreter_cost, recheck
+from mutants.interpreter_check import INTERPRETED, recheck
 from mutants.mutant import Mutant, read_source, source_digest
 from mutants.runner import PENDING_DETAIL, BaselineError, Runner
 from mutants.store import Result, Scope, Store
 from mutants.target import TRITON_TARGET
+from suites.candidates import static_cost
 from suites.cases import Case, smoke
 from suites.runnable import suite_cases
 from suites.tuning_defaults import DefaultsCase
@@ -118,13 +121,13 @@ def test_without_interpreter_times_the_survivors_try_the_logits_cases_first_chea
     runner = Runner(cases=cases, device="cpu", jobs=1, store=Store(tmp_path / "results.sqlite"),
                     scope=Scope("curated", "d", "first-kill", "cpu"))
     try:
-        runner.cost_guess = interpreter_cost
+        runner.cost_guess = partial(static_cost, logits_first=True)
         order = runner.cheapest_first()
     finally:
         runner.close()
     logits = sum(isinstance(case, Case) for case in cases)
     assert all(isinstance(cases[i], Case) for i in order[:logits])
-    costs = [interpreter_cost(cases[i]) for i in order]
+    costs = [static_cost(cases[i], logits_first=True) for i in order]
     assert costs == sorted(costs) and costs[0] < costs[logits - 1]
 
 

@@ -24,13 +24,14 @@ from mutants.cli import scope_digest
 from mutants.clock import RunClock
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source, source_digest
 from mutants.outcomes import TIMEOUT
-from mutants.walk import HOST
+from mutants.walk import DEVICE, HOST
 from mutants.runner import (PHASES, BaselineError, ProgressPrinter, Runner, _descendants, compile_grouped_order,
-                            hang_record, least_loaded, running_status, static_cost, worker_status)
+                            hang_record, least_loaded, running_status, worker_status)
 from mutants.worker import (ERROR, FAIL, PASS, STILLBORN, _sabotaged, classify_exception, load_op, stops,
                             worker_main)
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
+from suites.candidates import static_cost
 from suites.cases import Case, curated, smoke, suite
 
 pytestmark = pytest.mark.skipif(
@@ -771,6 +772,39 @@ def test_without_timed_order_the_cases_go_by_their_static_cost_whatever_the_base
                  scope=Scope("curated", "d", "first-kill", "cuda"))
     try:
         assert gpu.timed_order is False
+    finally:
+        gpu.close()
+
+
+def test_without_timed_order_a_device_mutant_tries_the_logits_cases_first_and_a_host_mutant_the_others(
+        tmp_path, monkeypatch):
+    """Where the kernel changed, each new configuration is a compile, and the input edits and
+    host checks run it on few configurations for their compiles; a mutant of the launcher or
+    validation meets its likely killers among the edits."""
+    from mutants.runner import SHARE_CASES
+    from suites.runnable import suite_cases
+
+    cases = suite_cases("curated")
+    gpu = Runner(cases=cases, device="cuda", jobs=1, store=Store(tmp_path / "gpu.sqlite"),
+                 scope=Scope("curated", "d", "first-kill", "cuda"))
+    try:
+        logits = sum(isinstance(case, Case) for case in cases)
+        assert 0 < logits < len(cases)
+        kernel_order, host_order = gpu.cheapest_first(DEVICE), gpu.cheapest_first(HOST)
+        assert all(isinstance(cases[i], Case) for i in kernel_order[:logits])
+        assert not any(isinstance(cases[i], Case) for i in host_order[:len(cases) - logits])
+        assert sorted(kernel_order) == sorted(host_order) == list(range(len(cases)))
+        device_head, host_head = gpu.first_kill_order(DEVICE)[:SHARE_CASES], gpu.first_kill_order(HOST)[:SHARE_CASES]
+        assert all(isinstance(cases[i], Case) for i in device_head)
+        assert not any(isinstance(cases[i], Case) for i in host_head)
+        dealt = {}
+        monkeypatch.setattr(Runner, "_run_tasks", lambda self, tasks, **kwargs: dealt.update(
+            {task.mutant_id: task.cases for task in tasks}))
+        source = read_source(KERNEL)
+        gpu.run([_mutant("kernel-side", source + "# k\n"), replace(_mutant("host-side", source + "# h\n"), side=HOST)],
+                matrix=False)
+        assert dealt["kernel-side"][:SHARE_CASES] == device_head
+        assert dealt["host-side"][:SHARE_CASES] == host_head
     finally:
         gpu.close()
 
