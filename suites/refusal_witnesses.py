@@ -29,7 +29,7 @@ TEST_FOLDERS = ("tests", "suites")
 _FIRED = pytest.StashKey[set]()
 _RECORDER = pytest.StashKey[ExitStack]()
 _COMPLETE = pytest.StashKey[bool]()
-_UNREACHED = pytest.StashKey[list]()
+_UNREACHED = pytest.StashKey[tuple]()  # (the sites, those no test reached)
 _DESELECTED = pytest.StashKey[int]()
 
 
@@ -92,19 +92,22 @@ def pytest_sessionfinish(session, exitstatus):
         return
     if not config.stash[_COMPLETE] or exitstatus != pytest.ExitCode.OK:
         return
-    config.stash[_UNREACHED] = missing = unreached(checker_sites(), config.stash[_FIRED])
+    sites = checker_sites()
+    missing = unreached(sites, config.stash[_FIRED])
+    config.stash[_UNREACHED] = sites, missing
     if missing:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    missing = config.stash.get(_UNREACHED, None)
-    if missing is None:
+    judged = config.stash.get(_UNREACHED, None)
+    if judged is None:
         return
+    sites, missing = judged
     if missing:
         terminalreporter.section("refusals no test reached", sep="=", red=True)
         for site in missing:
             terminalreporter.line(f"{site}")
         terminalreporter.line(f"{len(missing)} refusal(s) of the checks have no witness: add a test whose op earns each")
     else:
-        terminalreporter.line(f"every refusal of the checks was reached by a test ({len(checker_sites())} sites)")
+        terminalreporter.line(f"every refusal of the checks was reached by a test ({len(sites)} sites)")
