@@ -80,12 +80,14 @@ def test_the_exposing_axes_are_those_off_the_closest_case():
 
 
 class FakeRunner:
-    """The runner's search interface: the unmutated kernel fails the cases in ``broken``; a
-    mutant fails the cases its ``kills`` says; every case takes ``seconds``."""
+    """The runner's search interface: the unmutated kernel fails the cases in ``broken`` (a
+    set, or how by case id); a mutant fails the cases its ``kills`` says; every case takes
+    ``seconds``."""
 
     def __init__(self, broken=(), kills=None, seconds=1.0):
         self.cases, self.case_ids, self.case_seconds = [], [], {}
-        self.broken, self.kills, self.seconds = set(broken), kills or {}, seconds
+        self.broken = broken if isinstance(broken, dict) else dict.fromkeys(broken, FAIL)
+        self.kills, self.seconds = kills or {}, seconds
         self.baselined, self.tried = [], []
 
     def add_cases(self, cases):
@@ -96,7 +98,7 @@ class FakeRunner:
 
     def baseline_cases(self, indices):
         self.baselined += [self.case_ids[i] for i in indices]
-        return {i: CaseRecord(FAIL if self.case_ids[i] in self.broken else PASS, "", self.seconds) for i in indices}
+        return {i: CaseRecord(self.broken.get(self.case_ids[i], PASS), "", self.seconds) for i in indices}
 
     def try_cases(self, cases_of, mutants):
         results = {}
@@ -145,6 +147,32 @@ def test_search_skips_what_the_kernel_fails_finds_the_kill_and_reports_the_rest(
     text, case, exposed = describe(found, [SMALL])
     assert case == CANDIDATES[5] and exposed.startswith("split6")
     assert describe(missed, [SMALL])[0].startswith("b: no killing case found in 7 cases, 7 s (tier one: 7 cases")
+
+
+@pytest.mark.parametrize("how", [TIMEOUT, ERROR, STILLBORN])
+def test_a_candidate_the_unmutated_kernel_does_not_pass_kills_nothing_however_it_did_not(tmp_path, how):
+    """Only a case the original passes shows the survivor wrong: one the original ran out of
+    time on, crashed on or could not compile would be written into curated as a killer."""
+    store, scope = Store(tmp_path / "r.sqlite"), Scope("smoke", "d", "first-kill", "cpu")
+    runner = FakeRunner(broken={CANDIDATES[0].id: how}, kills={"a": {CANDIDATES[0].id, CANDIDATES[3].id}})
+    (lead,) = search(runner, store, scope, [mutant("a")], {"tier": CANDIDATES}, budget=100, batch=2,
+                     report=lambda line: None)
+    assert ("a", CANDIDATES[0].id) not in runner.tried
+    assert lead.killer.case_id == CANDIDATES[3].id
+
+
+def test_a_search_at_another_digest_asks_the_unmutated_kernel_again(tmp_path):
+    """The kernel, oracle or suites changed between the two searches: what the old checkout
+    passed says nothing of the new one, nor what a survivor of the old one failed."""
+    store = Store(tmp_path / "r.sqlite")
+    old, new = (Scope("smoke", digest, "first-kill", "cpu") for digest in ("d-old", "d-new"))
+    search(FakeRunner(), store, old, [mutant("a")], {"tier": CANDIDATES}, budget=4, batch=2, report=lambda line: None)
+    assert store.tries(new, ORIGINAL) == {} and store.tries(new, mutant("a").key) == {}
+    again = FakeRunner(broken={CANDIDATES[1].id})
+    (lead,) = search(again, store, new, [mutant("a")], {"tier": CANDIDATES}, budget=4, batch=2,
+                     report=lambda line: None)
+    assert again.baselined[:4] == [c.id for c in CANDIDATES[:4]]
+    assert ("a", CANDIDATES[1].id) not in again.tried and ("a", CANDIDATES[0].id) in again.tried
 
 
 def test_each_tier_spends_its_share_of_the_budget(tmp_path):

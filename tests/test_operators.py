@@ -603,3 +603,28 @@ def test_every_module_constant_of_the_host_files_gets_a_mutation_point(path, spe
                     for point in mutation_points(source, operator(), scope) if point.function == MODULE_LEVEL}
     unmutated = [name for name, lines in constants.items() if not module_lines & set(lines)]
     assert unmutated == []
+
+
+@pytest.mark.parametrize("body", ["raise ValueError('bad input')", "return None", "continue"])
+def test_the_generic_operators_mutate_a_guards_condition_whatever_its_body_does(body):
+    """The condition of every ``if ...: raise`` check of the real validation, under a body
+    that raises, returns or skips, gets the generic operators' mutants it gets under a plain
+    assignment: a walk that passed over checks' conditions would drop their mutants from the
+    score unseen."""
+    tree = ast.parse((PROJECT_ROOT / "kernel/validation.py").read_text())
+    conditions = [ast.unparse(node.test) for node in ast.walk(tree)
+                  if isinstance(node, ast.If) and all(isinstance(line, ast.Raise) for line in node.body)]
+    assert len(conditions) >= 10
+
+    def condition_points(statement: str) -> list:
+        points = []
+        for condition in conditions:
+            source = f"def f(x):\n    for y in x:\n        if {condition}:\n            {statement}\n"
+            for operator in GENERIC_OPERATORS:
+                if HOST in operator.applies_to:
+                    points += [(condition, p.operator, p.column, p.before, p.after)
+                               for p in mutation_points(source, operator(), HOST_CODE) if p.line == 3]
+        return points
+
+    guarded = condition_points(body)
+    assert guarded and guarded == condition_points("x = 1")

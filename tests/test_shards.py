@@ -1,13 +1,17 @@
 """Shards of a sweep and their merge: a deterministic partition, and a merge that refuses
 stores which are not the N shards of one sweep of this checkout."""
 
+import os
 import sqlite3
+import subprocess
+import sys
 from functools import cache
 
 import pytest
 
 from mutants import cli
 from mutants.catalog import CATALOG
+from mutants.mutant import PROJECT_ROOT
 from mutants.sets import select_mutants
 from mutants.shards import Shard, parse_shard
 from mutants.store import Result, Scope, Store
@@ -35,6 +39,19 @@ def test_shards_partition_the_selection_every_mutant_once_in_near_equal_parts():
     again = select_mutants("catalog")
     assert [[m.key for m in Shard(k, 3).select(again)] for k in (1, 2, 3)] == \
         [[m.key for m in Shard(k, 3).select(mutants)] for k in (1, 2, 3)]
+
+
+def test_every_process_cuts_the_same_shards(tmp_path):
+    """Each shard of a CI matrix runs in its own process, each with its own string hashing:
+    the N parts must still be one partition of the selection."""
+    script = ("import sys; from mutants.sets import select_mutants; from mutants.shards import Shard;"
+              " print(' '.join(m.id for m in Shard(int(sys.argv[1]), 3).select(select_mutants('catalog'))))")
+    parts = []
+    for index, seed in ((1, "1"), (2, "2"), (3, "3")):
+        ran = subprocess.run([sys.executable, "-c", script, str(index)], capture_output=True, text=True, check=True,
+                             cwd=PROJECT_ROOT, env={**os.environ, "PYTHONHASHSEED": seed})
+        parts.append(ran.stdout.split())
+    assert sorted(i for part in parts for i in part) == sorted(m.id for m in _catalog())
 
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "3", "a/b", "1/0", "-1/2"])
@@ -85,10 +102,11 @@ def test_three_shards_merged_equal_the_unsharded_run(tmp_path, capsys):
     assert cli.main(["report", *selection[:4], "--matrix", "--store", str(merged), "--quiet"]) == cli.EXIT_OK
 
 
-def _shard_store(path, shard: str, *, suite="smoke", digest=None, selection="catalog", mutant="causal-off-by-one"):
+def _shard_store(path, shard: str, *, suite="smoke", digest=None, selection="catalog", mutant="causal-off-by-one",
+                 device="cpu"):
     """A store holding a finished `kmut run --shard` with one result."""
-    digest = digest or cli.scope_digest("cpu")
-    scope = Scope(suite, digest, "first-kill", "cpu")
+    digest = digest or cli.scope_digest(device)
+    scope = Scope(suite, digest, "first-kill", device)
     mutant = next(m for m in _catalog() if m.id == mutant)
     store = Store(path)
     run = store.start_run(scope, f"{selection} --shard {shard}", ["c0"])
@@ -103,6 +121,9 @@ def _shard_store(path, shard: str, *, suite="smoke", digest=None, selection="cat
     ([("1/2", {}), ("2/2", {"digest": "0123456789abcdef0123"})],
      "shard-2.sqlite: results of another kernel, oracle, suites, kmut, torch or Triton than"),
     ([("1/2", {"digest": "0123456789abcdef0123"}), ("2/2", {"digest": "0123456789abcdef0123"})],
+     "shard-1.sqlite: results of another kernel, oracle, suites, kmut, torch or Triton than this checkout's"),
+    ([("1/2", {"digest": "0123456789abcdef0123", "device": "cuda"}),
+      ("2/2", {"digest": "0123456789abcdef0123", "device": "cuda"})],
      "shard-1.sqlite: results of another kernel, oracle, suites, kmut, torch or Triton than this checkout's"),
     ([("1/2", {}), ("2/2", {"selection": "operators"})], "shard-2.sqlite: shard 2/2 of 'operators', "),
     ([("1/2", {}), ("2/3", {})], "shard-2.sqlite: shard 2/3 of 'catalog', "),
