@@ -478,7 +478,10 @@ def cmd_minimize(args) -> int:
     if not scored.complete:
         raise UsageError(f"the store has no complete kill matrix for this selection; run `kmut run --matrix"
                          f" --suite {args.suite} --mutants {args.mutant_set}` first")
-    kept, idle = minimize(scored)
+    try:
+        kept, idle = minimize(scored)
+    except ValueError as error:
+        raise UsageError(f"the kill matrix does not belong to this suite: {error}") from None
     print(f"{len(kept)} of {len(scored.case_ids)} cases keep every kill ({scored.counts['killed']} killed mutants):")
     for case_id in kept:
         print(f"  {case_id}")

@@ -207,7 +207,8 @@ def minimize(scored: Scored) -> tuple[list[str], list[str]]:
     """Greedy set cover over the kill matrix: (cases kept, cases that kill nothing).
 
     Keeps adding the case that kills the most mutants not yet covered, cheapest first on ties
-    (the order of the suite), until every killed mutant is covered.
+    (the order of the suite), until every killed mutant is covered; ValueError where a mutant
+    was killed only by cases the suite does not hold.
     """
     kills = scored.matrix()
     uncovered = set().union(*kills.values()) if kills else set()
@@ -219,5 +220,8 @@ def minimize(scored: Scored) -> tuple[list[str], list[str]]:
             break
         kept.append(best)
         uncovered -= gained
+    if uncovered:
+        raise ValueError(f"{len(uncovered)} kill(s) by cases outside this suite's {len(scored.case_ids)}"
+                         f" ({', '.join(sorted(uncovered)[:3])}): no subset of the suite keeps them")
     idle = [c for c in scored.case_ids if not kills.get(c)]
     return kept, idle

@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from mutants.mutant import PROJECT_ROOT, Mutant, read_source
 from mutants.sets import select_mutants
 from mutants.outcomes import KILLED, NEEDS_GFX950, SURVIVED
@@ -99,6 +101,15 @@ def test_minimize_keeps_the_fewest_cases_that_keep_every_kill():
     kept, idle = minimize(_scored())
     assert kept == ["c2", "c1"]
     assert idle == ["c3"]
+
+
+def test_minimize_refuses_a_kill_no_case_of_the_suite_makes():
+    """A kill recorded by a case the suite no longer holds cannot be kept by any subset: the
+    derived suite would claim to keep every kill without it."""
+    scored = _scored()
+    rows = [*scored.rows, (_mutant("m8"), _result("m8", "killed", ["gone"], ran=["gone"]))]
+    with pytest.raises(ValueError, match=r"1 kill\(s\) by cases outside this suite's 4 \(m8\)"):
+        minimize(replace(scored, rows=rows))
 
 
 def test_terminal_table_lists_survivors_as_diffs():
