@@ -566,6 +566,20 @@ CATALOG: tuple[Bug, ...] = (
         mutate=_with_arg(0, "tl.multiple_of(q_ptrs, [1, 16])"),
     ),
     Bug(
+        name="preshuffled-blocks-promised-16-byte-aligned",
+        description="a tile read from one preshuffled block promises the compiler a block on a 16-byte"
+                    " boundary, to load whole sub-tile rows: a pool on its scales' 4-byte boundary only,"
+                    " which the contract accepts, is read misaligned on a GPU",
+        exposed_by=Exposure("a preshuffled pool 4 bytes into its buffer, on the tile-from-one-block path (an"
+                            " input edit)",
+                            lambda case: _edit("kv_cache-on-its-scales-boundary-only")(case)
+                            and case.base == "three-sequences-kvb64-preshuffle-long-rows"),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("block_ptr"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.multiple_of(kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES, 16) if PRESHUFFLE"
+            " else kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES")),
+    ),
+    Bug(
         name="live-rows-counted-within-the-group",
         description="the causal bound tests a row's slot within its group, not within the sequence, against"
                     " the live-row count: a group past the first that is partly live computes its dead rows",

@@ -228,6 +228,32 @@ def block_pool(
     return table.to(torch.int32), num_blocks
 
 
+# a decode step at production sizes: DeepSeek-V3.2's indexer (64 heads of 128 channels, blocks
+# of 64 tokens) at its longest model, 163,840 tokens, for 256 sequences of two query rows: a
+# table of 655,360 entries and a result of 320 MiB
+PRODUCTION_STEP = dict(batch=256, next_n=2, heads=64, head_dim=128, kv_block=64, max_model_len=163_840)
+# the distinct blocks such a step's table names: it may name a block many times
+PRODUCTION_POOL_BLOCKS = 16
+
+
+def production_step_inputs(seed: int = 0) -> OpInputs:
+    """Valid inputs of ``PRODUCTION_STEP`` whose keys are a pool of ``PRODUCTION_POOL_BLOCKS``
+    blocks, every context at least half the model: sizes at which a launcher's host code may
+    take paths no small case reaches, built in a few megabytes. Their logits are not meant to
+    be computed (the pool's bytes are random, scales included)."""
+    step = PRODUCTION_STEP
+    generator = torch.Generator().manual_seed(seed)
+    batch, next_n, columns = step["batch"], step["next_n"], step["max_model_len"] // step["kv_block"]
+    q = torch.randn(batch, next_n, step["heads"], step["head_dim"], generator=generator).to(torch.float8_e4m3fn)
+    kv_cache = torch.randint(0, 256, (PRODUCTION_POOL_BLOCKS, step["kv_block"], 1, step["head_dim"] + SCALE_BYTES),
+                             dtype=torch.uint8, generator=generator)
+    weights = torch.randn(batch * next_n, step["heads"], generator=generator)
+    context_lens = torch.randint(step["max_model_len"] // 2, step["max_model_len"] + 1, (batch,), dtype=torch.int32,
+                                 generator=generator)
+    table = torch.randint(0, PRODUCTION_POOL_BLOCKS, (batch, columns), dtype=torch.int32, generator=generator)
+    return OpInputs(q, kv_cache, weights, context_lens, table, step["max_model_len"], None, False)
+
+
 def make_inputs(
     *,
     batch: int,

@@ -40,6 +40,9 @@ CALLS = {
                             batch=3),
     "narrow-tile-knobs": Case(heads=32, head_dim=64, block_n=16, splits=3, kv_block=5),
 }
+# a caller's out as a column slice of a wider buffer: rows 3 floats apart from the dense
+# stride, so no row but the first starts on a 16-byte boundary
+OUT_COLUMNS_PAST = 3
 # every way a caller waits for the GPU from the host
 _SYNCS = ((torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"),
           (torch.cuda.Stream, "query"), (torch.cuda.Event, "query"))
@@ -56,16 +59,21 @@ class CallCostCase(HostCase):
     call: str
     caller_out: bool = False
     checked: bool = False
+    # the caller's out a column slice of rows this many floats wider (rows off 16-byte boundaries)
+    out_columns_past: int = 0
 
     @property
     def id(self) -> str:
         if self.checked:
             return f"call-cost-{self.call}-checked"
+        if self.out_columns_past:
+            return f"call-cost-{self.call}-caller-out-column-slice"
         return f"call-cost-{self.call}-{'caller-out' if self.caller_out else 'fresh-out'}"
 
 
 def call_cost_cases() -> list[CallCostCase]:
     return [CallCostCase(call, caller_out) for call in sorted(CALLS) for caller_out in (False, True)] + \
+        [CallCostCase(call, caller_out=True, out_columns_past=OUT_COLUMNS_PAST) for call in sorted(CALLS)] + \
         [CallCostCase(call, checked=True) for call in sorted(CALLS)]
 
 
@@ -117,8 +125,9 @@ def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
         args = [on_fake_gpu(a) for a in inputs.op_args()]
         keywords = {name: on_fake_gpu(value) for name, value in inputs.op_kwargs().items()}
         if case.caller_out:
-            keywords["out"] = torch.empty(args[0].shape[0] * args[0].shape[1], inputs.max_model_len,
-                                          dtype=torch.float32, device="cuda:0")
+            rows, columns = args[0].shape[0] * args[0].shape[1], inputs.max_model_len
+            keywords["out"] = torch.empty_strided((rows, columns), (columns + case.out_columns_past, 1),
+                                                  dtype=torch.float32, device="cuda:0")
         with _Operations(call.made):
             op(*args, **keywords, **fixed.tuning(), validate=False)
     return call

@@ -1150,9 +1150,11 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     InputEdit("out-one-float-into-its-buffer", "", None, _tensor("out", _elements_in(1)),
               bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows")),
     # on the scales' 4-byte boundary, off 8 and 16: the float32 scales load, and the fp8 keys
-    # take no wider alignment than their own
+    # take no wider alignment than their own, on each way keys are gathered (per token, a tile
+    # from one block) in each layout
     InputEdit("kv_cache-on-its-scales-boundary-only", "", None, _tensor("kv_cache", _elements_in(4)),
-              bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows")),
+              bases=("small", "small-preshuffle", "three-sequences-kvb64-long-rows",
+                     "three-sequences-kvb64-preshuffle-long-rows")),
     # the blocks of one layer of a pool of two layers: each block dense, the blocks apart
     InputEdit("kv_cache-blocks-apart", "kv_cache", ValueError,
               _tensor("kv_cache", lambda t: torch.cat([t, t], dim=1)[:, :t.shape[1]]),
@@ -1706,6 +1708,8 @@ BASES = {
     # that run past the last context tile, so the -inf fill past the context runs too
     "three-sequences-kvb64-long-rows": {**THREE_SEQUENCES, "kv_block": 64, "max_model_len": 200},
     "three-sequences-preshuffle-long-rows": {**THREE_SEQUENCES, "preshuffle": True, "max_model_len": 200},
+    "three-sequences-kvb64-preshuffle-long-rows": {**THREE_SEQUENCES, "kv_block": 64, "preshuffle": True,
+                                                   "max_model_len": 200},
     "small-next-n-1": {**SMALL, "next_n": 1, "next_n_lens": [1, 1]},
     "small-d512": {**SMALL, "head_dim": 512},
     # one sequence with several query rows: an out of several rows with a batch of one

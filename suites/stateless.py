@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from oracle.inputs import production_step_inputs
 from oracle.refusal import Refusal
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
@@ -29,8 +30,11 @@ from suites.rejections import launch_planner
 # a first call of other sizes sets up what is set up once (imports, the backend); then calls of
 # new sizes, so that a cache of any key grows
 WARM_UP = (Case(heads=32, head_dim=64),)
+# new sizes, and a step at production sizes (a result past any size a small case makes, a
+# table of 655,360 entries): a buffer kept only for large results or tables shows there
 CALLS = (Case(heads=64, head_dim=128, next_n=1, batch=10), Case(heads=16, head_dim=32, next_n=3, batch=2, kv_block=16,
-                                                                  next_n_lens="ragged", preshuffle=True))
+                                                                  next_n_lens="ragged", preshuffle=True),
+         production_step_inputs)
 # objects whose own attributes are what they hold (a namespace, a thread's locals)
 _HOLDERS = (types.SimpleNamespace, threading.local)
 
@@ -91,8 +95,9 @@ def _function_state(function, package: str) -> dict:
     state["defaults"] = tuple((_Same(value), contents) for value in _defaults(function)
                               if (contents := _contents(value, package)) is not None)
     state["closure"] = tuple((_Same(value), _contents(value, package)) for value in _closure(function))
-    if hasattr(function, "cache_info"):
-        state["cache entries"] = (function.cache_info().currsize, None)
+    if hasattr(function, "cache_info"):  # a new key is a miss, even where it takes an old key's place
+        info = function.cache_info()
+        state["cache entries"] = ((info.currsize, info.misses), None)
     return state
 
 
@@ -142,6 +147,10 @@ def op_state(package: str = "kernel") -> dict:
                 continue
             if isinstance(value, type):
                 state[f"{name}.{attribute}"] = _attributes(value, package)
+                for member, held in vars(value).items():  # its methods' caches and memos
+                    function = held.__func__ if isinstance(held, (staticmethod, classmethod)) else held
+                    if _is_function(function):
+                        state[f"{name}.{attribute}.{member}"] = _function_state(function, package)
             elif _is_function(value):
                 state[f"{name}.{attribute}"] = _function_state(value, package)
     return state
@@ -157,8 +166,8 @@ def _changes(before: dict, after: dict) -> list[str]:
 
 
 def _calls(op, device, calls) -> None:
-    for case in calls:
-        inputs = build_inputs(case).to(device)
+    for call in calls:
+        inputs = (build_inputs(call) if isinstance(call, Case) else call()).to(device)
         out = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len, device=device)
         for validate in (True, False):
             op(*inputs.op_args(), **inputs.op_kwargs(), validate=validate)
@@ -168,7 +177,7 @@ def _calls(op, device, calls) -> None:
 @dataclass(frozen=True)
 class StatelessCase(HostCase):
     """Calls of every kind (checked and not, into a fresh and a caller's result) on two models'
-    sizes, after a warm-up on a third: the op's state before and after. The kernel launch is
+    sizes and a production step's, after a warm-up on a third: the op's state before and after. The kernel launch is
     recorded, not made: the state held to account is the host code's."""
 
     @property
@@ -200,7 +209,7 @@ def _check_plans_kept(op, device) -> None:
     planner = launch_planner(op)
     if planner is None:
         return
-    inputs = build_inputs(CALLS[-1]).to(device)
+    inputs = build_inputs(CALLS[1]).to(device)
     first = planner(*inputs.op_args(), **inputs.op_kwargs())
     planned = repr((first.grid, first.constexprs, first.options))
     planner(*inputs.op_args(), **{**inputs.op_kwargs(), "next_n_lens": None})

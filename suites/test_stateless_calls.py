@@ -3,10 +3,12 @@ launcher that remembers a plan."""
 
 import collections
 import dataclasses
+import functools
 import threading
 import types
 
 import pytest
+import torch
 
 import kernel.paged_mqa_logits as launcher
 from kernel import fp8_paged_mqa_logits
@@ -164,4 +166,50 @@ def test_a_launcher_that_shares_one_constexprs_dict_between_plans_is_caught(monk
     monkeypatch.setattr(launcher, "plan_launch", sharing)
     with pytest.raises(AssertionError, match="a launch planned earlier changed when the same sizes were planned again"
                                              r".*'HAS_NEXT_N_LENS': True.* became .*'HAS_NEXT_N_LENS': False"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
+class _Verdicts:
+    """A class of the launcher's whose method keeps the last call's verdict (one entry, so
+    its size never changes), keyed on the arguments' shapes."""
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def checked(shapes: tuple) -> tuple:
+        return shapes
+
+
+_Verdicts.__module__ = launcher.__name__
+
+
+def test_a_verdict_kept_in_a_method_cache_of_one_entry_is_caught(monkeypatch, device):
+    """The witness for state in a class's method cache: a new key replaces the old entry, so
+    the cache holds one entry before the calls and after them; its misses count the keys."""
+    planned = launcher.plan_launch
+
+    def verdict_first(*args, **keywords):
+        _Verdicts.checked(tuple(tuple(a.shape) for a in args if hasattr(a, "shape")))
+        return planned(*args, **keywords)
+
+    _Verdicts.checked.cache_clear()
+    monkeypatch.setattr(launcher, "_Verdicts", _Verdicts, raising=False)
+    monkeypatch.setattr(launcher, "plan_launch", verdict_first)
+    with pytest.raises(AssertionError, match=r"changed its modules' state.*_Verdicts\.checked"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
+def test_state_kept_only_past_production_sizes_is_caught(monkeypatch, device):
+    """The witness for the production step among the calls: a launcher that keeps a buffer
+    only for tables past 65,536 entries (a size no small case reaches) changes its state
+    there alone."""
+    planned = launcher.plan_launch
+
+    def keeping_large(q, kv_cache, weights, context_lens, block_table, *args, **keywords):
+        if block_table.numel() > 1 << 16:
+            launcher._STAGED.setdefault(tuple(block_table.shape), torch.empty(0))
+        return planned(q, kv_cache, weights, context_lens, block_table, *args, **keywords)
+
+    monkeypatch.setattr(launcher, "_STAGED", {}, raising=False)
+    monkeypatch.setattr(launcher, "plan_launch", keeping_large)
+    with pytest.raises(AssertionError, match=r"changed its modules' state.*_STAGED"):
         check(StatelessCase(), fp8_paged_mqa_logits, device)

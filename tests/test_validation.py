@@ -186,3 +186,20 @@ def test_calls_from_two_threads_each_get_their_own_verdict(device):
         sys.setswitchinterval(before)
     assert not wrong, (f"{wrong.count(True)} valid calls rejected and {wrong.count(False)} invalid ones accepted"
                        " of 150 each, planned from two threads at once")
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_bad_block_id_anywhere_in_use_of_a_production_table_is_refused(where):
+    """A table of 655,360 entries (a production step): the value checks read every entry in
+    use, not only a sequence's ends, at any size."""
+    from kernel.validation import check_inputs
+    from oracle.inputs import PRODUCTION_POOL_BLOCKS, production_step_inputs
+
+    inputs = production_step_inputs()
+    check_inputs(*inputs.op_args(), **inputs.op_kwargs(), out=None, check_values=True)
+    b = 37
+    used = -(-int(inputs.context_lens[b]) // inputs.kv_cache.shape[1])
+    column = {"first": 0, "middle": used // 2, "last": used - 1}[where]
+    inputs.block_table[b, column] = PRODUCTION_POOL_BLOCKS
+    with pytest.raises(ValueError, match="block_table"):
+        check_inputs(*inputs.op_args(), **inputs.op_kwargs(), out=None, check_values=True)
