@@ -213,3 +213,19 @@ def test_state_kept_only_past_production_sizes_is_caught(monkeypatch, device):
     monkeypatch.setattr(launcher, "plan_launch", keeping_large)
     with pytest.raises(AssertionError, match=r"changed its modules' state.*_STAGED"):
         check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
+def test_a_verdict_kept_on_the_callers_table_is_caught(monkeypatch, device):
+    """The witness for state kept outside the op's modules: the value checks' verdict noted
+    on the block table itself (keyed by its version counter, which a kernel or a replayed
+    graph writing the table does not advance), read by the next call with that table."""
+    planned = launcher.plan_launch
+
+    def noting(q, kv_cache, weights, context_lens, block_table, *args, **keywords):
+        plan = planned(q, kv_cache, weights, context_lens, block_table, *args, **keywords)
+        block_table._checked_at_version = block_table._version
+        return plan
+
+    monkeypatch.setattr(launcher, "plan_launch", noting)
+    with pytest.raises(AssertionError, match=r"left attributes on the caller's tensors.*block_table\._checked_at"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
