@@ -580,6 +580,16 @@ CATALOG: tuple[Bug, ...] = (
             " else kv_ptr + block_id.to(tl.int64) * BLOCK_BYTES")),
     ),
     Bug(
+        name="masked-cells-pushed-down-by-subtraction",
+        description="the causal mask pushes a masked cell to -inf by subtracting infinity from its logit: a"
+                    " row fed a NaN head weight gets NaN in its masked cells, which a top-k over the row picks"
+                    " first",
+        exposed_by=Exposure("a NaN head weight in a row with masked cells", _logits(lambda c: c.values == "nan-weight")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("logits"))],
+                      value=_call("where") & m.Call(args=[m.Arg(m.Name("visible")), m.ZeroOrMore()])),
+        mutate=lambda node: node.with_changes(value=_with_arg(2, 'logits - float("inf")')(node.value)),
+    ),
+    Bug(
         name="live-rows-counted-within-the-group",
         description="the causal bound tests a row's slot within its group, not within the sequence, against"
                     " the live-row count: a group past the first that is partly live computes its dead rows",

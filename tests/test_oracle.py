@@ -155,6 +155,12 @@ def test_a_nan_weight_leaves_its_row_undefined_and_every_other_row_held(device):
     spread[1, 5] = float("nan")  # the NaN reaching a row of the same slot group
     with pytest.raises(LogitsMismatch, match="NaN"):
         compare_logits(spread, expected, magnitude)
+    # the row's masked cells stay -inf: a NaN there is picked first by a top-k over the row
+    for masked in (float("nan"), 0.0):
+        unmasked = got.clone()
+        unmasked[0, 21] = masked
+        with pytest.raises(LogitsMismatch):
+            compare_logits(unmasked, expected, magnitude)
 
 
 def test_large_values_give_logits_past_every_16_bit_float(device):
