@@ -83,6 +83,14 @@ NARROW_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch
                  "layout": ((16, False), (16, True), (32, False)), "tokens": SHAPES["tokens"],
                  "block_n": SHAPES["block_n"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
+# shapes whose defaults are held runnable, not pinned: every next_n to 8, batches on both
+# sides of each SM count, tables to production lengths (DeepSeek-V3.2's 163,840 tokens) and
+# past them; a policy's branch for "a full batch of long contexts" meets one of them
+RUNNABLE_SWEEP = {"batch": (1, 2, 17, 64, 77, 78, 79, 131, 132, 133, 160, 256, 1024),
+                  "next_n": (1, 2, 3, 4, 5, 6, 7, 8), "heads": (16, 32, 64, 128),
+                  "layout": ((1, False), (16, False), (64, False), (64, True)),
+                  "tokens": (40, 4096, 65_536, 65_600, 163_840, 1 << 20), "block_n": (None,),
+                  "slots": ("default",), "head_dim": (128,)}
 
 # The kernel's constraints on a launch, stated here rather than taken from kernel/, whose
 # constants are the policy's own.
@@ -170,14 +178,22 @@ def pinned_shapes() -> tuple[PinnedShape, ...]:
     return tuple(s for s in shapes if s.heads * _padded_next_n(s.next_n) >= KERNEL_MIN_QUERY_ROWS)
 
 
-def resolutions(launcher, sms: str):
-    """Each pinned shape with the ``Tuning`` that ``launcher`` (the module of ``plan_launch``)
-    resolves for it at ``sms``, one by one: a check stops at the first it fails."""
+@functools.cache
+def swept_shapes() -> tuple[PinnedShape, ...]:
+    """The shapes of ``RUNNABLE_SWEEP`` whose heads fill the narrowest MMA."""
+    shapes = (PinnedShape(**dict(zip(RUNNABLE_SWEEP, point))) for point in itertools.product(*RUNNABLE_SWEEP.values()))
+    return tuple(s for s in shapes if s.heads * _padded_next_n(s.next_n) >= KERNEL_MIN_QUERY_ROWS)
+
+
+def resolutions(launcher, sms: str, shapes=None):
+    """Each pinned shape (or each of ``shapes``) with the ``Tuning`` that ``launcher`` (the
+    module of ``plan_launch``) resolves for it at ``sms``, one by one: a check stops at the
+    first it fails."""
     from kernel.validation import Dims
 
     count = launcher.device_sms(torch.device("cpu")) if sms == "cpu" else int(sms)
     resolve = launcher.resolve_tuning
-    for shape in pinned_shapes():
+    for shape in pinned_shapes() if shapes is None else shapes:
         yield shape, resolve(Dims(*shape.dims_fields), count, shape.preshuffle, None, shape.block_n, None, None,
                              shape.slots_per_program)
 
@@ -278,14 +294,18 @@ def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int, slots: int 
 
 def check_defaults(case: DefaultsCase, op) -> None:
     """Raise AssertionError, naming the first shape, unless the launcher of ``op`` picks
-    what the kernel can run and the pinned defaults."""
+    what the kernel can run (on the pinned grid and the runnable sweep) and the pinned
+    defaults."""
     launcher = sys.modules[op.__module__]
     pinned = json.loads(TABLE.read_text())[case.sms]
     where = f"tuning at {case.sms} SMs"
-    for shape, tuning in resolutions(launcher, case.sms):
+    swept = ((False, resolved) for resolved in resolutions(launcher, case.sms, swept_shapes()))
+    for is_pinned, (shape, tuning) in itertools.chain(swept, ((True, r) for r in resolutions(launcher, case.sms))):
         unrunnable = illegal(shape, tuning)
         if unrunnable is not None:
             raise Refusal(f"{where}, {shape.key}: {unrunnable}")
+        if not is_pinned:
+            continue  # held runnable, not pinned
         have, want = _spelled(tuning), pinned["defaults"].get(shape.key)
         if have != want:
             raise Refusal(f"{where}, {shape.key}: ({', '.join(KNOBS)}) {have}, pinned {want}")
