@@ -590,6 +590,33 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(value=_with_arg(2, 'logits - float("inf")')(node.value)),
     ),
     Bug(
+        name="splits-visited-strided-at-full-batches",
+        description="from 64 programs a split on, a program takes split y * 13 % S, to spread a full batch's"
+                    " first reads over the pool: no permutation where 13 divides S (13 splits at 256 sequences"
+                    " on 132 SMs), so most of each row's tiles are never computed",
+        exposed_by=Exposure("a full batch at the split count a 132-SM GPU plans for it (an input edit)",
+                            lambda case: _edit("num_splits-a-gpu-of-132-sms-plans")(case) and case.base == "full-batch"),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("pid_s"))]),
+        mutate=lambda node: node.with_changes(
+            value=_expr("tl.where(tl.num_programs(0) >= 64, tl.program_id(1) * 13 % num_splits, tl.program_id(1))")),
+    ),
+    Bug(
+        name="fill-unmasked-on-long-whole-tile-rows",
+        description="rows of whole tiles from 65,536 columns on store the -inf fill with no mask, the slot"
+                    " mask dropped with the column one: a padded slot group writes a row past its sequence's"
+                    " (the next one's first, or past out)",
+        exposed_by=Exposure("padded slot groups in rows of a production model's length, the last sequence held"
+                            " (an input edit)",
+                            lambda case: (_edit("num_splits-a-gpu-of-78-sms-plans", "num_splits-a-gpu-of-132-sms-plans")(case)
+                                          and case.base == "full-batch-next-n-3-model-rows")),
+        site=_call("store") & m.Call(args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("mask"), value=m.Name("fill_mask")),
+                                           m.ZeroOrMore()]),
+        mutate=lambda node: node.with_changes(args=[
+            arg.with_changes(value=_expr("fill_mask | (((offs_p < max_model_len) & (max_model_len % BLOCK_N == 0)"
+                                         " & (max_model_len >= 65536)) != 0)[:, None]"))
+            if arg.keyword is not None and arg.keyword.value == "mask" else arg for arg in node.args]),
+    ),
+    Bug(
         name="live-rows-counted-within-the-group",
         description="the causal bound tests a row's slot within its group, not within the sequence, against"
                     " the live-row count: a group past the first that is partly live computes its dead rows",

@@ -27,6 +27,8 @@ from pathlib import Path
 from kernel.tuning import BLOCK_N_CHOICES, NOMINAL_SMS, Tuning, resolve_tuning
 from kernel.validation import PRESHUFFLE_TILE, Dims
 
+# the SMs of the GPUs the launcher's defaults are pinned on: H20, and H100/H200 SXM
+GPU_SM_COUNTS = (78, 132)
 OVER_2GIB = 2**31 + 2**20
 # past 2**33 bytes: a block offset kept in 32 bits wraps even counted in 4-byte scale units
 OVER_8GIB = 2**33 + 2**20

@@ -34,6 +34,7 @@ from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, observing
 from oracle.refusal import Refusal
+from suites.cases import GPU_SM_COUNTS
 from suites.host_copies import copies_in_flight
 
 SENTINEL = 1234.5
@@ -410,6 +411,30 @@ def _longest_context_made(inputs: OpInputs, context: int, *, max_model_len: int)
     context_lens = inputs.context_lens.clone()
     context_lens[longest] = context
     return replace(inputs, context_lens=context_lens, block_table=table, max_model_len=max_model_len), longest
+
+
+# rows past this many columns are held at the last sequence's last tile only: a row of a
+# production model's length is thousands of fill tiles, each seconds' worth on the interpreter
+HELD_ROW_COLUMNS = 4096
+
+
+def _splits_a_gpu_plans(sms: int) -> Callable[[OpInputs], Call]:
+    """The split count the launcher's policy gives the call on a GPU of ``sms`` SMs, passed as
+    the knob: on the CPU interpreter, whose nominal SM count gives a full batch one split, the
+    grid a GPU launches (many programs to a split, several splits), so a schedule that starts
+    a path of its own at full batches is computed too. The first, a middle and the last
+    sequence are held, every split of theirs run; a row longer than ``HELD_ROW_COLUMNS`` only
+    at the last sequence's last tile, which the last split fills past a short context."""
+    def change(inputs: OpInputs) -> Call:
+        splits = resolve_tuning(dims_of(inputs), sms, inputs.preshuffle, None, None, None, None).num_splits
+        keywords = {"out": caller_out(inputs), "num_splits": splits}
+        if inputs.max_model_len <= HELD_ROW_COLUMNS:
+            return Call(inputs, keywords, sequences=_a_few_sequences(inputs))
+        last_tile = (inputs.max_model_len - 1) // KNOB_VALUES["block_n"] * KNOB_VALUES["block_n"]
+        return Call(inputs, keywords, sequences=(_batch(inputs) - 1,), splits=(splits - 1,),
+                    columns=slice(last_tile, None))
+
+    return change
 
 
 def _last_splits(splits: int) -> tuple[int, ...]:
@@ -1347,6 +1372,9 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # accepted: a caller's splits over a table shorter than one tile (one token in one block),
     # whatever the tile: a split count derived from the table's whole tiles would be 0 there
     InputEdit("num_splits-over-a-table-under-one-tile", "", None, _keywords(num_splits=3), bases=("smallest",)),
+    # accepted: full decode batches on the grids the pinned GPUs launch for them
+    *(InputEdit(f"num_splits-a-gpu-of-{sms}-sms-plans", "", None, _splits_a_gpu_plans(sms),
+                bases=("full-batch", "full-batch-next-n-3-model-rows")) for sms in GPU_SM_COUNTS),
     InputEdit("num_warps-invalid", "num_warps", ValueError, _keywords(num_warps=3)),
     # a warp count the kernel runs, but whose MMA layout would split a next_n slot's heads
     # across warps (so the head sum's bits would depend on it): 8 warps for 16 query rows
@@ -1689,6 +1717,9 @@ def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str
     return message
 
 
+# ragged contexts of 13 to 24 blocks of 64 tokens: every split of a GPU's grid has tiles
+FULL_BATCH_CONTEXTS = [832 + 61 * b % 700 for b in range(256)]
+FULL_BATCH_BLOCKS = -(-max(FULL_BATCH_CONTEXTS) // 64)
 SMALL = dict(batch=2, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False, context_lens=[40, 21],
              max_model_len=64, next_n_lens=[3, 1])
 # a third sequence: the least batch whose row strides can reach 2**31 entries in int32 steps
@@ -1728,6 +1759,17 @@ BASES = {
     "many-sequences": dict(batch=1025, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
                            context_lens=[2 + 7 * b % 59 for b in range(1025)], max_model_len=64,
                            next_n_lens=[1 + b % 2 for b in range(1025)]),
+    # a full decode batch (a production step's sizes) whose table is as wide as its rows, as a
+    # serving engine's is: the split policy sizes a GPU's grid by both
+    "full-batch": dict(batch=256, next_n=2, heads=64, head_dim=128, kv_block=64, preshuffle=False,
+                       context_lens=FULL_BATCH_CONTEXTS, max_model_len=4096, next_n_lens=None,
+                       spare_blocks_per_row=4096 // 64 - FULL_BATCH_BLOCKS),
+    # and one of three query rows a sequence (a padded slot group on a GPU) whose rows are a
+    # production model's length, 163,840 columns of whole tiles, far past short contexts
+    "full-batch-next-n-3-model-rows": dict(batch=256, next_n=3, heads=64, head_dim=128, kv_block=64,
+                                           preshuffle=False, context_lens=FULL_BATCH_CONTEXTS,
+                                           max_model_len=163_840, next_n_lens=None,
+                                           spare_blocks_per_row=163_840 // 64 - FULL_BATCH_BLOCKS),
     # every size at the least the contract allows: one sequence of one token, one block
     "smallest": dict(batch=1, next_n=1, heads=16, head_dim=32, kv_block=1, preshuffle=False, context_lens=[1],
                      max_model_len=1, next_n_lens=[1], spare_blocks_per_row=0),

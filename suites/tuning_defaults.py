@@ -27,12 +27,12 @@ from pathlib import Path
 import torch
 
 from oracle.refusal import Refusal
-from suites.cases import HostCase
+from suites.cases import GPU_SM_COUNTS, HostCase
 from suites.rejections import GRID_Y_LIMIT, KERNEL_MIN_QUERY_ROWS, KNOBS
 
 TABLE = Path(__file__).with_name("tuning_defaults.json")
-# the CPU interpreter (through the launcher's own SM count of a CPU device), H20, H100/H200 SXM
-SM_COUNTS = ("cpu", "78", "132")
+# the CPU interpreter (through the launcher's own SM count of a CPU device), then the GPUs
+SM_COUNTS = ("cpu", *map(str, GPU_SM_COUNTS))
 # the contract's head dims: powers of two from 32, the fp8 MMA's K step, to 512, the widest
 # whose tiles fit a Hopper SM's shared memory. A wider head takes more shared memory per query
 # row and per key tile, which a policy may trade against slots, tile width or pipeline depth.

@@ -16,14 +16,14 @@ ray = pytest.importorskip("ray", reason="needs Ray: pip install -e '.[ray]'")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from mutants import cli  # noqa: E402
-from mutants.mutant import PROJECT_ROOT, Mutant  # noqa: E402
+from mutants.mutant import Mutant  # noqa: E402
 from mutants.ray_runner import ClusterError, RayRunner, join_cluster  # noqa: E402
 from mutants.runner import Runner, _descendants  # noqa: E402
 from mutants.sets import select_mutants  # noqa: E402
 from mutants.store import Scope, Store  # noqa: E402
 from kernel.python_path import project_first  # noqa: E402
 from suites.cases import smoke  # noqa: E402
-from test_runner import _launcher_prefixed, _mutant  # noqa: E402
+from test_runner import SWEPT_BUGS, _launcher_prefixed, _mutant, spread  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="runs the mutation engine on the CPU interpreter"
@@ -67,7 +67,10 @@ def _await_two_nodes(timeout: float = 120.0) -> None:
 
 @pytest.fixture(scope="module")
 def catalog():
-    return select_mutants("catalog")
+    """Bugs spread over the catalog, and those the node-kill test sweeps."""
+    mutants = select_mutants("catalog")
+    sample = spread(mutants, SWEPT_BUGS)
+    return sample + [m for m in mutants if m.id in KILL_SWEEP and m not in sample]
 
 
 def _sweep(engine, tmp_path, mutants, *, jobs=2, progress=None) -> dict:
@@ -97,11 +100,12 @@ def local_results(tmp_path_factory, catalog):
     return _sweep(Runner, tmp_path_factory.mktemp("local"), catalog)
 
 
-def test_catalog_on_smoke_through_ray_equals_the_local_runner(cluster, tmp_path, catalog, local_results):
+def test_bugs_across_the_catalog_on_smoke_through_ray_equal_the_local_runner(cluster, tmp_path, catalog, local_results):
     assert join_cluster(cluster.address, None).slots == 2
     through_ray = _sweep(RayRunner, tmp_path, catalog)
     assert len(local_results) == len(catalog)
     assert {outcome for outcome, *_ in local_results.values()} == {"killed", "survived"}
+    assert {m.side for m in catalog} == {"device", "host"}
     assert through_ray == local_results
 
 
