@@ -177,7 +177,7 @@ def _calls(op, device, calls) -> list[str]:
             op(*inputs.op_args(), **inputs.op_kwargs(), validate=validate)
             op(*inputs.op_args(), **inputs.op_kwargs(), out=out, validate=validate)
         marked += [f"{name}.{attribute}" for name, tensor in given.items() for attribute in vars(tensor)
-                   if before[name].get(attribute, _Same) is not vars(tensor)[attribute]]
+                   if attribute not in before[name] or before[name][attribute] is not vars(tensor)[attribute]]
     return marked
 
 
