@@ -1063,6 +1063,23 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="table-verdict-noted-on-the-tensor",
+        description="the launcher notes a passed value check on the caller's block table (an attribute) and"
+                    " skips the check for that tensor from then on: a decode loop that writes a bad id into"
+                    " the table it passed before gets no error",
+        exposed_by=Exposure("a bad block-table value written into a table a valid call passed first (input"
+                            " edits), or calls that leave attributes on the caller's tensors (the stateless case)",
+                            lambda case: _STATELESS_CALLS.holds(case) or (
+                                isinstance(case, RejectionCase) and EDITS[case.edit].argument == "block_table"
+                                and EDITS[case.edit].reads_values and EDITS[case.edit].valid_values_first)),
+        site=m.Arg(keyword=m.Name("check_values")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "validate and not (getattr(block_table, 'values_checked', False)"
+            " or setattr(block_table, 'values_checked', True))")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="context-checked-without-validate",
         description="context_lens past max_model_len is checked, a host sync, even under validate=False",
         exposed_by=Exposure("a context past max_model_len under validate=False (an input edit)",
