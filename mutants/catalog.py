@@ -1080,6 +1080,33 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="cache-alignment-checked-on-the-host-only",
+        description="the cache's 4-byte alignment is checked for host tensors only, on the grounds that a GPU's"
+                    " allocator aligns its blocks: a misaligned view of a GPU's cache is accepted, and its float32"
+                    " scale loads fault",
+        exposed_by=Exposure("a cache view off its scales' boundary, planned on tensors a GPU holds (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and "scales-boundary" in case.edit),
+        site=m.Comparison(left=m.Attribute(value=m.Attribute(value=m.Name("kv_cache"), attr=m.Name("device"))),
+                          comparisons=[m.ComparisonTarget(operator=m.NotEqual(), comparator=m.SimpleString('"meta"'))]),
+        mutate=lambda node: _expr('kv_cache.device.type == "cpu"'),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="table-checked-where-it-lies",
+        description="the value check reads the block table where it lies rather than from a host copy (one"
+                    " transfer fewer): on a GPU the table then meets the check's host-side column index, and"
+                    " every checked call raises",
+        exposed_by=Exposure("any computed valid call with its values checked, planned on tensors a GPU holds"
+                            " (input edits)",
+                            lambda case: isinstance(case, RejectionCase) and not case.rejects and case.validate
+                            and not case.planned_only),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("table"))], value=_method("block_table", "to")),
+        mutate=lambda node: node.with_changes(value=_expr("block_table.to(torch.int64)")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="context-checked-without-validate",
         description="context_lens past max_model_len is checked, a host sync, even under validate=False",
         exposed_by=Exposure("a context past max_model_len under validate=False (an input edit)",

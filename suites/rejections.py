@@ -35,6 +35,7 @@ from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, observing
 from oracle.refusal import Refusal
 from suites.cases import GPU_SM_COUNTS
+from suites.claimed_gpu import claimable, claimed_sms, on_claimed_gpu
 from suites.host_copies import copies_in_flight
 
 SENTINEL = 1234.5
@@ -1502,6 +1503,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             expected, magnitude = reference_logits(as_given, held)
             result, expected, magnitude = result[:, call.columns], expected[:, call.columns], magnitude[:, call.columns]
         compare_logits(result, expected, magnitude, rtol=tolerance_for(result.device))
+        _check_planned_on_claimed_gpu(edit, op, edited, keywords)
         if call.sequences is None and call.columns is None:
             _check_called_again(edit, op, edited, keywords)
             _check_planned_with_copies_in_flight(edit, op, edited, keywords)
@@ -1515,6 +1517,10 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     planner = launch_planner(op)
     if planner is not None:
         _check_quotes(edit, _rejection(edit, planner, edited, keywords, "plan_launch"))
+        if claimable(edited, keywords) and not edit.holds_gigabytes:
+            with claimed_sms():
+                _check_quotes(edit, _rejection(edit, planner, *on_claimed_gpu(edited, keywords),
+                                               "plan_launch on tensors a GPU holds"))
     readable = is_readable(out)
     before = out.clone() if readable else None
     message = _rejection(edit, op, edited, keywords, "the op")
@@ -1524,6 +1530,21 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
     _check_unchanged(edit, given, edited)
+
+
+def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
+    """The launcher plans the same valid call on tensors a GPU holds (``suites/claimed_gpu.py``):
+    its GPU paths, value checks included, accept what its host paths accept."""
+    planner = launch_planner(op)
+    if planner is None or edit.holds_gigabytes or not claimable(inputs, keywords):
+        return
+    with claimed_sms():
+        try:
+            moved, moved_keywords = on_claimed_gpu(inputs, keywords, out_rows=_rows(inputs))
+            planner(*moved.op_args(), **moved_keywords)
+        except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+            raise Refusal(f"{edit.name}: planned on tensors a GPU holds, the launcher rejected valid input:"
+                          f" {type(error).__name__}: {error}") from error
 
 
 def _check_planned_with_copies_in_flight(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
