@@ -10,7 +10,6 @@ calls are not emulated: they raise where CUDA is absent, so only planning, never
 runs on claimed tensors.
 """
 
-import contextlib
 import types
 from dataclasses import replace
 
@@ -18,6 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from oracle import OpInputs
+from suites.fake_gpu import replaced
 
 CLAIMED_DEVICE = "cuda:0"
 # the SMs the planning of a claimed call sees (an H100 or H200 SXM)
@@ -89,13 +89,7 @@ def on_claimed_gpu(inputs: OpInputs, keywords: dict, *, out_rows: int | None = N
     return moved, keywords
 
 
-@contextlib.contextmanager
 def claimed_sms():
-    """The claimed device's properties, as the launcher's split policy reads them."""
+    """The claimed device's properties, as the launcher's split policy reads them, for the block."""
     properties = types.SimpleNamespace(multi_processor_count=CLAIMED_SMS)
-    original = torch.cuda.get_device_properties
-    torch.cuda.get_device_properties = lambda device=None: properties
-    try:
-        yield
-    finally:
-        torch.cuda.get_device_properties = original
+    return replaced([(torch.cuda, "get_device_properties", lambda device=None: properties)])

@@ -427,11 +427,12 @@ def _splits_a_gpu_plans(sms: int) -> Callable[[OpInputs], Call]:
     sequence are held, every split of theirs run; a row longer than ``HELD_ROW_COLUMNS`` only
     at the last sequence's last tile, which the last split fills past a short context."""
     def change(inputs: OpInputs) -> Call:
-        splits = resolve_tuning(dims_of(inputs), sms, inputs.preshuffle, None, None, None, None).num_splits
+        tuning = resolve_tuning(dims_of(inputs), sms, inputs.preshuffle, None, None, None, None)
+        splits = tuning.num_splits
         keywords = {"out": caller_out(inputs), "num_splits": splits}
         if inputs.max_model_len <= HELD_ROW_COLUMNS:
             return Call(inputs, keywords, sequences=_a_few_sequences(inputs))
-        last_tile = (inputs.max_model_len - 1) // KNOB_VALUES["block_n"] * KNOB_VALUES["block_n"]
+        last_tile = (inputs.max_model_len - 1) // tuning.block_n * tuning.block_n
         return Call(inputs, keywords, sequences=(_batch(inputs) - 1,), splits=(splits - 1,),
                     columns=slice(last_tile, None))
 
@@ -1538,9 +1539,9 @@ def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keyword
     planner = launch_planner(op)
     if planner is None or edit.holds_gigabytes or not claimable(inputs, keywords):
         return
+    moved, moved_keywords = on_claimed_gpu(inputs, keywords, out_rows=_rows(inputs))
     with claimed_sms():
         try:
-            moved, moved_keywords = on_claimed_gpu(inputs, keywords, out_rows=_rows(inputs))
             planner(*moved.op_args(), **moved_keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise Refusal(f"{edit.name}: planned on tensors a GPU holds, the launcher rejected valid input:"
