@@ -1,6 +1,8 @@
 """The pytest plugin of the paged MQA suites.
 
 - ``--suite`` and ``--device``: which cases run, and where; a wrong device is a usage error;
+- on a GPU, the suite again on the CPU interpreter (``suites/interpreter_leg.py``), unless
+  ``--no-interpreter-leg``;
 - a report header that says how to reproduce the run (suite, device, torch and Triton);
 - every test taking a ``case`` runs once per case of the suite, grouped by compiled kernel
   for ``pytest -n N --dist loadgroup``, and every test taking a ``suite_edit`` once per input
@@ -43,6 +45,10 @@ def pytest_addoption(parser):
     group.addoption("--device", dest="device", default=None,
                     help="torch device for the op: cpu (through Triton's interpreter), cuda or cuda:N"
                          " (default: cuda when available, else cpu)")
+    group.addoption("--no-interpreter-leg", dest="no_interpreter_leg", action="store_true",
+                    help="on a GPU, do not run the suite again on Triton's CPU interpreter (whose"
+                         " checks see reads out of bounds a GPU does not fault on, and work past the"
+                         " kernel's model; curated for the exhaustive suite)")
     group = parser.getgroup("kmut", "the suite's mutation score (kmut)")
     group.addoption("--kmut", dest="kmut", action="store_true",
                     help="once the tests pass, score the selected suite against mutants as `kmut run`"
