@@ -1853,6 +1853,33 @@ CATALOG: tuple[Bug, ...] = (
         site=_call("max") & m.Call(args=[m.Arg(_call("reshape")), m.Arg()]),
         mutate=lambda node: _expr(f"tl.sum({_code(node.args[0].value)}, axis=0) / TILE_REPEAT"),
     ),
+    Bug(
+        name="one-token-block-scales-in-32-bit-float-units",
+        description="a gather of its own for one-token blocks addresses each scale as the block's last float"
+                    " from the cache's start, the block offset in 32 bits: right in any pool below 8 GiB, wrapped"
+                    " past it",
+        exposed_by=Exposure("one-token blocks in a pool over 8 GiB",
+                            _logits(lambda c: c.kv_block == 1 and c.pool == "over-8gib")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "kv_ptr.to(tl.pointer_type(tl.float32)) + block_id * (BLOCK_BYTES // 4) + HEAD_DIM // 4"
+            f" if KV_BLOCK == 1 else {_code(node.value)}")),
+    ),
+    Bug(
+        name="scales-folded-into-the-weights-at-one-row",
+        description="at next_n 1 each token's scale is folded into the head weights before the head sum (and"
+                    " taken out after): the same logits, unless a scale times a weight passes float32's maximum"
+                    " where every logit is ordinary",
+        exposed_by=Exposure("one query row with head weights and key scales whose product overflows",
+                            _logits(lambda c: c.next_n == 1 and c.values == "product-heavy")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
+                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.maximum(scores, 0.0) * (head_weights[None, :] * tl.reshape(tl.broadcast_to(scales[None, :],"
+            " (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None]) / tl.reshape(tl.broadcast_to("
+            "scales[None, :], (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None] if NEXT_N == 1"
+            f" else {_code(node.value)}")),
+    ),
 )
 
 

@@ -389,6 +389,25 @@ def narrow_programs() -> list[Case]:
             replace(narrow, batch=40, next_n=3, next_n_lens="ragged", context="ragged", splits=3)]
 
 
+# the runtime values past the usual range: data (scales, weights, queries, NaNs) and pools
+# past 2 and 8 GiB
+RUNTIME_EXTREMES = tuple([("values", value) for value in VALUES["values"] if value != "random"]
+                         + [("pool", pool) for pool in VALUES["pool"] if pool != "compact"])
+
+
+def extremes_on_every_branch() -> list[Case]:
+    """Every runtime extreme on two more kernels, so that each meets every branch the kernel
+    takes by configuration: one query row (one slot a program) on narrow tiles at 128 heads,
+    and a head dim past 128 at ragged live rows on one-token blocks. A path a change opens for
+    one configuration (a fast path at one query row that folds the scales into the weights, a
+    gather of its own for one-token blocks) would otherwise see only random data in a small
+    pool there."""
+    one_row = replace(BASE, heads=128, head_dim=64, next_n=1, block_n=16, batch=4, context="ragged", splits=3)
+    wide = replace(BASE, heads=16, head_dim=512, next_n=3, next_n_lens="ragged", batch=3, kv_block=1, block_n=64,
+                   context="ragged", splits=3)
+    return [replace(carrier, **{axis: value}) for carrier in (one_row, wide) for axis, value in RUNTIME_EXTREMES]
+
+
 def narrow_tiles_at_one_slot() -> list[Case]:
     """Narrow tiles (copies of a tile fill the MMA's 64 rows) with one slot a program: next_n 1,
     and next_n 3 one slot a program, on both layouts; a head sum written for one slot must
@@ -466,6 +485,7 @@ def curated() -> list[Case]:
               for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
               for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
+    cases += extremes_on_every_branch()
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

@@ -11,7 +11,7 @@ import kernel
 from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
-from suites.cases import (AXES, BASE, GATHER_PATHS, SUITES, VALUES, Case, contract_corners, curated,
+from suites.cases import (AXES, BASE, GATHER_PATHS, RUNTIME_EXTREMES, SUITES, VALUES, Case, contract_corners, curated,
                           knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
@@ -256,6 +256,7 @@ KERNEL_TRAITS = {
     "preshuffled": lambda c, o: c["PRESHUFFLE"],
     "next_n_lens": lambda c, o: c["HAS_NEXT_N_LENS"],
     "tile in one block": lambda c, o: c["KV_BLOCK"] % c["BLOCK_N"] == 0,
+    "one-token blocks": lambda c, o: c["KV_BLOCK"] == 1,
     "more than 64 heads": lambda c, o: c["HEADS"] > 64,
     # sizes past the axes' values, where a change may open a path of its own (the contract's corners)
     "more than 256 heads": lambda c, o: c["HEADS"] > 256,
@@ -283,6 +284,53 @@ def test_curated_runs_every_pair_of_kernel_traits_the_declared_space_holds():
     missing = sorted(declared - curated_pairs)
     assert not missing, f"{len(missing)} pair(s) of kernel traits no curated case launches, first {missing[0]}"
     assert len(declared) > 100
+
+
+# the traits a runtime extreme must meet: every branch but the tuning-only ones (pipelining and
+# warps change no value) and the 1,024 heads whose weights cannot hold every data pattern
+EXTREMES_MEET = tuple(name for name in KERNEL_TRAITS if name not in ("pipelined", "8 warps", "more than 256 heads"))
+
+
+def _extremes_on_traits(cases, targets_per_case) -> set:
+    met = set()
+    for case, targets in zip(cases, targets_per_case):
+        extremes = [(axis, value) for axis, value in RUNTIME_EXTREMES if getattr(case, axis) == value]
+        for target in targets:
+            constexprs, options = dict(target.constexprs), dict(target.options)
+            met |= {(extreme, (name, bool(KERNEL_TRAITS[name](constexprs, options))))
+                    for extreme in extremes for name in EXTREMES_MEET}
+    return met
+
+
+def test_curated_runs_every_runtime_extreme_on_every_branch_of_the_kernel():
+    """Each datum past the usual range and each pool past 2 and 8 GiB, on each side of each
+    branch the declared space takes (a fast path at next_n 1 that folds the scales into the
+    weights overflowed on product-heavy data only there; a one-token-block gather's scale offset
+    in int32 wrapped only in a pool past 8 GiB)."""
+    from mutants.compiled import TritonSpace, case_targets
+
+    declared = {(name, bool(KERNEL_TRAITS[name](dict(t.constexprs), dict(t.options))))
+                for t in TritonSpace().declared_targets("cpu", None) for name in EXTREMES_MEET}
+    logits = [case for case in CURATED if isinstance(case, Case)]
+    met = _extremes_on_traits(logits, case_targets(logits, device="cpu"))
+    missing = sorted((extreme, trait) for extreme in RUNTIME_EXTREMES for trait in declared
+                     if (extreme, trait) not in met)
+    assert not missing, f"{len(missing)} (extreme, branch) pair(s) no curated case runs, first {missing[0]}"
+
+
+def test_an_extreme_off_a_branch_is_found():
+    from types import SimpleNamespace
+
+    def target(next_n):
+        return SimpleNamespace(constexprs=(("BLOCK_N", 64), ("SLOT_GROUP", 1), ("NEXT_N", next_n),
+                                           ("PRESHUFFLE", False), ("HAS_NEXT_N_LENS", False), ("KV_BLOCK", 64),
+                                           ("HEADS", 32), ("HEAD_DIM", 64), ("NUM_STAGES", 2)),
+                               options=(("num_warps", 4),))
+
+    heavy = replace(BASE, values="product-heavy")
+    both = _extremes_on_traits([heavy, heavy], [[target(3)], [target(1)]])
+    apart = _extremes_on_traits([heavy, BASE], [[target(3)], [target(1)]])
+    assert both - apart == {(("values", "product-heavy"), ("next_n 1", True))}
 
 
 def test_a_pair_of_traits_curated_lacks_is_found():
