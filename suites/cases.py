@@ -398,12 +398,12 @@ RUNTIME_EXTREMES = tuple([("values", value) for value in VALUES["values"] if val
 def extremes_on_every_branch() -> list[Case]:
     """Every runtime extreme on two more kernels, so that each meets every branch the kernel
     takes by configuration: one query row (one slot a program) on narrow tiles at 128 heads,
-    and a head dim past 128 at ragged live rows on one-token blocks. A path a change opens for
-    one configuration (a fast path at one query row that folds the scales into the weights, a
-    gather of its own for one-token blocks) would otherwise see only random data in a small
-    pool there."""
+    and a head dim past 128 at eight ragged query rows on one-token blocks. A path a change
+    opens for one configuration (a fast path at one query row that folds the scales into the
+    weights, a gather of its own for one-token blocks) would otherwise see only random data in
+    a small pool there."""
     one_row = replace(BASE, heads=128, head_dim=64, next_n=1, block_n=16, batch=4, context="ragged", splits=3)
-    wide = replace(BASE, heads=16, head_dim=512, next_n=3, next_n_lens="ragged", batch=3, kv_block=1, block_n=64,
+    wide = replace(BASE, heads=16, head_dim=512, next_n=8, next_n_lens="ragged", batch=3, kv_block=1, block_n=64,
                    context="ragged", splits=3)
     return [replace(carrier, **{axis: value}) for carrier in (one_row, wide) for axis, value in RUNTIME_EXTREMES]
 
@@ -459,8 +459,10 @@ def curated() -> list[Case]:
     # preshuffled keys under ragged live rows in groups of one and two slots
     cases += _cross(small, preshuffle=(True,), next_n_lens=("ragged",), next_n=(8,), slots_per_program=(1, 2),
                     splits=(3,), batch=(3,))
-    # several slot groups per sequence on the per-token gather (a block narrower than any tile)
-    cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3)]
+    # several slot groups per sequence on the per-token gather (a block narrower than any tile),
+    # and on one-token blocks
+    cases += [replace(small, next_n=3, slots_per_program=1, kv_block=5, batch=3, splits=3),
+              replace(small, next_n=8, next_n_lens="ragged", kv_block=1, batch=3, splits=3)]
     cases += long_diagonals()
     cases += contract_corners()
     cases += knobs_past_the_axes()

@@ -42,7 +42,10 @@ def run_on_the_interpreter(suite: str, *, root: Path = PROJECT_ROOT, workers: in
     instead of the whole folder."""
     workers = leg_workers() if workers is None else workers
     parallel = ["-n", str(workers)] if workers > 1 and find_spec("xdist") is not None else []
-    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    # not the session's interpreter choice, nor its xdist worker's identity (a child spawned
+    # by worker gw3 of 16 is a session of its own)
+    env = {name: value for name, value in os.environ.items()
+           if name != "TRITON_INTERPRET" and not name.startswith(("PYTEST_XDIST_", "PYTEST_CURRENT_TEST"))}
     env |= {"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": project_first(root)}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--suite", suite,
                "--device", "cpu", "--tb=line", *parallel, *(tests or [str(root / "suites")])]

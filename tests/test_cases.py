@@ -257,6 +257,8 @@ KERNEL_TRAITS = {
     "next_n_lens": lambda c, o: c["HAS_NEXT_N_LENS"],
     "tile in one block": lambda c, o: c["KV_BLOCK"] % c["BLOCK_N"] == 0,
     "one-token blocks": lambda c, o: c["KV_BLOCK"] == 1,
+    "block narrower than the tile": lambda c, o: c["KV_BLOCK"] < c["BLOCK_N"],
+    "next_n past 3": lambda c, o: c["NEXT_N"] > 3,
     "more than 64 heads": lambda c, o: c["HEADS"] > 64,
     # sizes past the axes' values, where a change may open a path of its own (the contract's corners)
     "more than 256 heads": lambda c, o: c["HEADS"] > 256,
