@@ -178,6 +178,13 @@ def _partly_live_later_group(case: Case) -> bool:
     return any(n < case.next_n and n // slots >= 1 and n % slots for n in case.live_rows() or [])
 
 
+def _dead_group(case: Case) -> bool:
+    """Whether some sequence's live rows leave a slot group with none."""
+    per_group = case.launcher_tuning().slots_per_program
+    groups = -(-case.next_n // per_group)
+    return any(rows <= (groups - 1) * per_group for rows in case.live_rows() or [case.next_n] * case.batch)
+
+
 def _tiles(case: Case) -> list[int]:
     """Tiles of context per sequence."""
     return [-(-ctx // _tile(case)) for ctx in case.context_lens()]
@@ -1879,6 +1886,30 @@ CATALOG: tuple[Bug, ...] = (
             " (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None]) / tl.reshape(tl.broadcast_to("
             "scales[None, :], (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None] if NEXT_N == 1"
             f" else {_code(node.value)}")),
+    ),
+    Bug(
+        name="fill-skipped-where-the-context-reaches-max-model-len",
+        description="the -inf fill loop skipped for a sequence whose context reaches max_model_len (\"nothing"
+                    " past it to fill\"): a slot group with no live row has no context tiles, and its rows are"
+                    " left unwritten",
+        exposed_by=Exposure("a sequence at max_model_len beside a slot group with no live row",
+                            _logits(lambda c: c.context == "max-len" and _dead_group(c))),
+        site=_call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))]),
+        mutate=lambda node: node.with_changes(args=[
+            node.args[0], cst.Arg(_expr("tl.where(context_len < max_model_len, fill_end, fill_begin)"))]),
+    ),
+    Bug(
+        name="one-sequence-table-checked-a-column-past",
+        description="a batch of one counts its used blocks as ctx // KVB + 1, which for a context of whole"
+                    " blocks checks one unused column: a valid call whose spare entry holds any id is refused",
+        exposed_by=Exposure("one sequence whose context is whole blocks, beside spare table columns",
+                            _logits(lambda c: c.batch == 1 and c.table == "spare" and c.kv_block > 1
+                                    and c.context_lens()[0] % c.kv_block == 0)),
+        site=_USED_COLUMNS,
+        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < ((lens[:, None] + (dims.kv_block if"
+                                  " dims.batch == 1 else dims.kv_block - 1)) // dims.kv_block)"),
+        path=VALIDATION,
+        side=HOST,
     ),
 )
 

@@ -451,6 +451,12 @@ def curated() -> list[Case]:
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(3, 8, 1), batch=3, splits=3),
               replace(small, next_n=8, next_n_lens=(8, 1, 5), batch=3, splits=3),
               replace(small, next_n=8, slots_per_program=2, next_n_lens=(7, 3, 8), batch=3)]
+    # runtime situations together that no other case puts together: one sequence of whole
+    # blocks within one tile, in three slot groups; every sequence at max_model_len with ragged
+    # live rows, some slot groups dead; one sequence at max_model_len that fills its last block
+    cases += [replace(small, batch=1, next_n=3, slots_per_program=1, context="one-tile", kv_block=16),
+              replace(small, next_n=8, slots_per_program=2, next_n_lens="ragged", context="max-len", batch=3),
+              replace(small, batch=1, context="max-len", table="exact", kv_block=16)]
     # no sequence reaches its last slot groups: every program of those groups is dead in every
     # sequence of the batch (a launcher that leaves them out must still fill their rows)
     cases += [replace(small, next_n=8, slots_per_program=2, next_n_lens=(1, 3, 2), batch=3, splits=3)]

@@ -335,6 +335,49 @@ def test_an_extreme_off_a_branch_is_found():
     assert both - apart == {(("values", "product-heavy"), ("next_n 1", True))}
 
 
+def _situations(case: Case) -> frozenset:
+    """What a call's runtime values make of it, with the launcher's decisions on them: the
+    situations a change may handle apart (a fill skipped for a context at max_model_len, a
+    single sequence's table checked by a shortcut)."""
+    tuning = case.launcher_tuning()
+    lens, longest_row = case.context_lens(), case.max_model_len()
+    live = case.live_rows() or [case.next_n] * case.batch
+    groups = -(-case.next_n // tuning.slots_per_program)
+    held = {
+        "a sequence at max_model_len": any(n == longest_row for n in lens),
+        "a context of whole blocks": case.kv_block > 1 and any(n % case.kv_block == 0 for n in lens),
+        "one sequence": case.batch == 1,
+        "several slot groups": groups > 1,
+        "a dead slot group": any(rows <= (groups - 1) * tuning.slots_per_program for rows in live),
+        "a context within one tile": any(n <= tuning.block_n for n in lens),
+        "ragged live rows": len(set(live)) > 1,
+        "every sequence alike": len(set(lens)) == 1,
+    }
+    return frozenset(name for name, holds in held.items() if holds)
+
+
+def _situation_pairs(cases) -> set:
+    return {pair for case in cases if isinstance(case, Case)
+            for pair in itertools.combinations(sorted(_situations(case)), 2)}
+
+
+def test_curated_puts_together_every_pair_of_runtime_situations_exhaustive_does():
+    """A sequence at max_model_len beside a dead slot group (a fill skipped where the context
+    reaches max_model_len left a dead group's rows unwritten), one sequence of whole blocks (a
+    single sequence's table checked one column too far rejected a valid call): pairs the
+    nightly sweep holds and curated did not."""
+    missing = sorted(_situation_pairs(suite("exhaustive")) - _situation_pairs(CURATED))
+    assert not missing, f"{len(missing)} pair(s) of situations no curated case puts together, first {missing[0]}"
+    assert len(_situation_pairs(CURATED)) >= 20
+
+
+def test_a_pair_of_situations_curated_lacks_is_found():
+    small = replace(BASE, heads=32, head_dim=64)
+    apart = [replace(small, batch=1), replace(small, context="one-tile", kv_block=16)]
+    together = apart + [replace(small, batch=1, context="one-tile", kv_block=16)]
+    assert ("a context of whole blocks", "one sequence") in _situation_pairs(together) - _situation_pairs(apart)
+
+
 def test_a_pair_of_traits_curated_lacks_is_found():
     from types import SimpleNamespace
 
