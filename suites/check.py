@@ -21,7 +21,7 @@ every launch's loads, stores and dot FLOPs are held to the model of its work
 
 import math
 from contextlib import contextmanager
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import torch
 
@@ -38,7 +38,7 @@ from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
 from suites.rejections import (assert_owned, check_cuda_grid, check_knobs_passed_through, dims_of,
-                               launch_planner, planned_tuning, same_bits)
+                               launch_planner, planned_tuning, same_bits, size_one_dims_strided)
 from suites.tuning_defaults import unrunnable
 
 GUARD_COLUMNS = 7
@@ -88,9 +88,14 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
 
     unchecked = {"validate": False} if case.seed % 2 else {}
+    # the call into the caller's out passes every input with its size-one dimensions at a stride
+    # no dense tensor has: the contract takes any stride there, as a heads-major buffer
+    # transposed at next_n 1 or at one head has them
+    restrided = replace(on_device, **{name: size_one_dims_strided(tensor)
+                                      for name, tensor in on_device.tensors().items()})
     with interpreter_checked(device):
         fresh = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning(), **unchecked)
-        returned = op(*on_device.op_args(), **on_device.op_kwargs(), out=caller_out, **case.tuning())
+        returned = op(*restrided.op_args(), **restrided.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **keywords_a_caller_spells(on_device), **unchecked) \
             if case.tuning() else fresh
 

@@ -817,7 +817,7 @@ def _per_tensor_edits() -> list[InputEdit]:
             edits.append(InputEdit(f"{name}-one-element-into-its-buffer", "", None, _inside_buffer(name, 1), applies))
         edits += [
             # accepted: a dimension of size one addresses the same elements whatever its stride
-            InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, _size_one_dims_strided),
+            InputEdit(f"{name}-size-one-dims-strided", "", None, _tensor(name, size_one_dims_strided),
                       _and(applies, _has_size_one_dim(name)), bases=_size_one_bases(name)),
             # and a stride of 0 there, as expand() or a broadcast gives it (a one-sequence batch's
             # lengths expanded from a scalar)
@@ -860,7 +860,7 @@ def _and(*tests: Callable[[OpInputs], bool]) -> Callable[[OpInputs], bool]:
     return lambda inputs: all(test(inputs) for test in tests)
 
 
-def _size_one_dims_strided(tensor: torch.Tensor) -> torch.Tensor:
+def size_one_dims_strided(tensor: torch.Tensor) -> torch.Tensor:
     """The same tensor with every dimension of size one given a stride no layout would give it."""
     return _size_one_dims_at(tensor, lambda stride: 7 * stride + 3)
 

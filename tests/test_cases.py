@@ -12,6 +12,7 @@ from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, RUNTIME_EXTREMES, SUITES, VALUES, Case, contract_corners, curated,
+                          extremes_on_every_branch,
                           knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
@@ -81,10 +82,10 @@ def test_curated_takes_every_value_of_every_axis():
     """Every declared value; beyond them, only per-sequence runtime values (tuples), the
     wide programs' head counts and head dim, the long diagonals' next_n, the narrow
     programs' head counts and batch, the wide blocks' sizes, the head count and head dim
-    of the narrow tiles at one slot, the contract's corners, and the knob values past the
-    axes."""
+    of the narrow tiles at one slot, the contract's corners, the knob values past the axes,
+    and the head counts and head dim that carry the runtime extremes onto every branch."""
     beyond = (wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
-              + contract_corners() + knobs_past_the_axes())
+              + contract_corners() + knobs_past_the_axes() + extremes_on_every_branch())
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
