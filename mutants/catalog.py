@@ -96,6 +96,17 @@ def _call_named(name: str) -> m.BaseMatcherNode:
 _USED_COLUMNS = m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))))
 
 
+# the kernel's `scores = tl.maximum(scores, 0.0) * head_weights[None, :]`
+_WEIGHTED_SCORES = m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
+                            value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply()))
+# the per-token gather's scale pointers, from each token's block
+_TOKEN_SCALE_POINTERS = m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs"))
+# the -inf fill's loop over its share of the tiles past the context
+_FILL_LOOP_RANGE = _call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))])
+# each token's scale beside every copy of a narrow tile, one per score row
+_TILE_SCALES = "tl.reshape(tl.broadcast_to(scales[None, :], (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None]"
+
+
 # the launcher's `tuning = resolve_tuning(...)`, where a bug keeps what it resolved
 _TUNING_RESOLVED = m.Assign(targets=[m.AssignTarget(m.Name("tuning"))], value=m.Call(func=m.Name("resolve_tuning")))
 
@@ -176,13 +187,6 @@ def _partly_live_later_group(case: Case) -> bool:
     """Whether some sequence's live rows end inside a slot group past its first."""
     slots = _slots(case)
     return any(n < case.next_n and n // slots >= 1 and n % slots for n in case.live_rows() or [])
-
-
-def _dead_group(case: Case) -> bool:
-    """Whether some sequence's live rows leave a slot group with none."""
-    per_group = case.launcher_tuning().slots_per_program
-    groups = -(-case.next_n // per_group)
-    return any(rows <= (groups - 1) * per_group for rows in case.live_rows() or [case.next_n] * case.batch)
 
 
 def _tiles(case: Case) -> list[int]:
@@ -460,8 +464,7 @@ CATALOG: tuple[Bug, ...] = (
         description="the relu also caps a dot at 448 * 448, the largest product of two fp8 values: a dot is a"
                     " sum of D such products, and large queries against large keys pass the cap",
         exposed_by=Exposure("queries over fp8's whole range", _logits(lambda c: c.values == "query-full-range")),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
-                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        site=_WEIGHTED_SCORES,
         mutate=lambda node: node.with_changes(value=_expr(
             "tl.minimum(tl.maximum(scores, 0.0), 448.0 * 448.0) * head_weights[None, :]")),
     ),
@@ -470,8 +473,7 @@ CATALOG: tuple[Bug, ...] = (
         description="the relu applied to the weighted score, relu(s * w) for relu(s) * w (\"one pass fewer over"
                     " the tile\"): the same wherever a head weight is positive, a negative head's score lost",
         exposed_by=Exposure("any logits case (head weights of both signs)", _logits(lambda c: True)),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
-                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        site=_WEIGHTED_SCORES,
         mutate=lambda node: node.with_changes(value=_expr("tl.maximum(scores * head_weights[None, :], 0.0)")),
     ),
     Bug(
@@ -488,8 +490,7 @@ CATALOG: tuple[Bug, ...] = (
         description="head weights below float32's normal range flushed to zero: a valid subnormal weight"
                     " against a large key scale gives zeros for ordinary logits",
         exposed_by=Exposure("subnormal head weights against large key scales", _logits(lambda c: c.values == "subnormal")),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
-                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        site=_WEIGHTED_SCORES,
         mutate=lambda node: node.with_changes(value=_expr(
             f"tl.maximum(scores, 0.0) * tl.where(tl.abs(head_weights) < {FLOAT32_TINY!r}, 0.0,"
             " head_weights)[None, :]")),
@@ -500,7 +501,7 @@ CATALOG: tuple[Bug, ...] = (
                     " times the fill's tiles passes 2**31, the last splits fill from before the row",
         exposed_by=Exposure("a fill of 46,342 tiles over as many splits (an input edit)",
                             _edit("max_model_len-fill-shares-past-int32")),
-        site=_call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))]),
+        site=_FILL_LOOP_RANGE,
         mutate=lambda node: node.with_changes(args=[
             cst.Arg(_expr("context_tiles + pid_s * fill_tiles // num_splits"), comma=node.args[0].comma),
             cst.Arg(_expr("context_tiles + (pid_s + 1) * fill_tiles // num_splits"))]),
@@ -1004,7 +1005,7 @@ CATALOG: tuple[Bug, ...] = (
                     " in 32 bits: it wraps past 2**33 bytes of pool",
         exposed_by=Exposure("a pool over 8 GiB on the per-token gather",
                             _logits(lambda c: c.pool == "over-8gib" and c.kv_block % _tile(c) != 0)),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs")),
+        site=_TOKEN_SCALE_POINTERS,
         mutate=lambda node: node.with_changes(value=_expr(
             "kv_ptr.to(tl.pointer_type(tl.float32)) + block_id * (BLOCK_BYTES // 4) + KV_BLOCK * HEAD_DIM // 4"
             " + slot")),
@@ -1867,7 +1868,7 @@ CATALOG: tuple[Bug, ...] = (
                     " past it",
         exposed_by=Exposure("one-token blocks in a pool over 8 GiB",
                             _logits(lambda c: c.kv_block == 1 and c.pool == "over-8gib")),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs")),
+        site=_TOKEN_SCALE_POINTERS,
         mutate=lambda node: node.with_changes(value=_expr(
             "kv_ptr.to(tl.pointer_type(tl.float32)) + block_id * (BLOCK_BYTES // 4) + HEAD_DIM // 4"
             f" if KV_BLOCK == 1 else {_code(node.value)}")),
@@ -1879,12 +1880,9 @@ CATALOG: tuple[Bug, ...] = (
                     " where every logit is ordinary",
         exposed_by=Exposure("one query row with head weights and key scales whose product overflows",
                             _logits(lambda c: c.next_n == 1 and c.values == "product-heavy")),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
-                      value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply())),
+        site=_WEIGHTED_SCORES,
         mutate=lambda node: node.with_changes(value=_expr(
-            "tl.maximum(scores, 0.0) * (head_weights[None, :] * tl.reshape(tl.broadcast_to(scales[None, :],"
-            " (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None]) / tl.reshape(tl.broadcast_to("
-            "scales[None, :], (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None] if NEXT_N == 1"
+            f"tl.maximum(scores, 0.0) * (head_weights[None, :] * {_TILE_SCALES}) / {_TILE_SCALES} if NEXT_N == 1"
             f" else {_code(node.value)}")),
     ),
     Bug(
@@ -1893,8 +1891,8 @@ CATALOG: tuple[Bug, ...] = (
                     " past it to fill\"): a slot group with no live row has no context tiles, and its rows are"
                     " left unwritten",
         exposed_by=Exposure("a sequence at max_model_len beside a slot group with no live row",
-                            _logits(lambda c: c.context == "max-len" and _dead_group(c))),
-        site=_call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))]),
+                            _logits(lambda c: c.context == "max-len" and c.dead_slot_group())),
+        site=_FILL_LOOP_RANGE,
         mutate=lambda node: node.with_changes(args=[
             node.args[0], cst.Arg(_expr("tl.where(context_len < max_model_len, fill_end, fill_begin)"))]),
     ),

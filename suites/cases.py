@@ -195,6 +195,12 @@ class Case:
         pattern = itertools.cycle((self.next_n, 1, (self.next_n + 1) // 2))
         return list(itertools.islice(pattern, self.batch))
 
+    def dead_slot_group(self) -> bool:
+        """Whether some sequence's live rows leave one of the launcher's slot groups with none."""
+        per_group = self.launcher_tuning().slots_per_program
+        groups = -(-self.next_n // per_group)
+        return any(rows <= (groups - 1) * per_group for rows in self.live_rows() or [self.next_n] * self.batch)
+
     def tuning(self) -> dict:
         """The knobs this case passes to the op; those left to the launcher are not passed."""
         knobs = {"block_n": self.block_n, "num_splits": self.splits, "num_warps": self.num_warps,

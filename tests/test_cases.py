@@ -343,13 +343,12 @@ def _situations(case: Case) -> frozenset:
     tuning = case.launcher_tuning()
     lens, longest_row = case.context_lens(), case.max_model_len()
     live = case.live_rows() or [case.next_n] * case.batch
-    groups = -(-case.next_n // tuning.slots_per_program)
     held = {
         "a sequence at max_model_len": any(n == longest_row for n in lens),
         "a context of whole blocks": case.kv_block > 1 and any(n % case.kv_block == 0 for n in lens),
         "one sequence": case.batch == 1,
-        "several slot groups": groups > 1,
-        "a dead slot group": any(rows <= (groups - 1) * tuning.slots_per_program for rows in live),
+        "several slot groups": case.next_n > tuning.slots_per_program,
+        "a dead slot group": case.dead_slot_group(),
         "a context within one tile": any(n <= tuning.block_n for n in lens),
         "ragged live rows": len(set(live)) > 1,
         "every sequence alike": len(set(lens)) == 1,
