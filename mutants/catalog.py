@@ -101,6 +101,8 @@ _WEIGHTED_SCORES = m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
                             value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply()))
 # the per-token gather's scale pointers, from each token's block
 _TOKEN_SCALE_POINTERS = m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs"))
+# the -inf fill's count of tiles past the context: tl.cdiv(max_model_len, BLOCK_N) - context_tiles
+_FILL_TILES = m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles"))
 # the -inf fill's loop over its share of the tiles past the context
 _FILL_LOOP_RANGE = _call_named("range") & m.Call(args=[m.Arg(m.Name("fill_begin")), m.Arg(m.Name("fill_end"))])
 # each token's scale beside every copy of a narrow tile, one per score row
@@ -393,7 +395,7 @@ CATALOG: tuple[Bug, ...] = (
                     " last tiles lie past max_model_len, stores masked off but issued",
         exposed_by=Exposure("any context (the interpreter's work accounting counts masked stores)",
                             _logits(lambda c: True)),
-        site=m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles")),
+        site=_FILL_TILES,
         mutate=lambda node: node.left,
     ),
     Bug(
@@ -402,8 +404,18 @@ CATALOG: tuple[Bug, ...] = (
                     " whole tiles, the row's last column is never written",
         exposed_by=Exposure("max_model_len one past whole tiles, beyond the contexts (an input edit)",
                             _edit("max_model_len-one-past-whole-tiles")),
-        site=m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles")),
+        site=_FILL_TILES,
         mutate=lambda node: node.with_changes(left=_expr("tl.cdiv(max_model_len - 1, BLOCK_N)")),
+    ),
+    Bug(
+        name="fill-counts-a-tile-past-a-round-max-model-len",
+        description="the -inf fill counts its tiles as max_model_len // BLOCK_N + 1, the ceiling where"
+                    " max_model_len ends mid-tile: where it is whole tiles (a serving config's round value)"
+                    " every program fills one more tile past the row, stores masked off but issued",
+        exposed_by=Exposure("a max_model_len of whole tiles",
+                            _logits(lambda c: c.max_model_len() % c.launcher_tuning().block_n == 0)),
+        site=_FILL_TILES,
+        mutate=lambda node: node.with_changes(left=_expr("max_model_len // BLOCK_N + 1")),
     ),
     Bug(
         name="context-shares-in-int32",

@@ -32,6 +32,8 @@ GPU_SM_COUNTS = (78, 132)
 OVER_2GIB = 2**31 + 2**20
 # past 2**33 bytes: a block offset kept in 32 bits wraps even counted in 4-byte scale units
 OVER_8GIB = 2**33 + 2**20
+# whole tiles of every width the launcher takes, whole blocks of 16 and 64 tokens
+ROUND_MODEL_LEN = 256
 
 
 def _prefixed(prefix: str) -> Callable[[object], str]:
@@ -108,6 +110,13 @@ class Case:
                                    "product-heavy", "subnormal", "query-full-range"),
                         compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
+    # past-a-tile: max_model_len is the longest context and a tile and 5 more tokens (the fill's
+    # last tile partial), or the longest context itself for "max-len"; round: a multiple of
+    # ROUND_MODEL_LEN, as a serving config sets it: the fill ends on a tile edge of every width,
+    # and the JIT marks max_model_len and a fresh out's row stride divisible by 16 (a kernel
+    # compiled apart on a GPU), with "max-len" contexts that long themselves
+    model_len: str = _axis("past-a-tile", ("past-a-tile", "round"), compiled=False,
+                           spell=lambda value: "" if value == "past-a-tile" else f"mml_{value}")
 
     @property
     def id(self) -> str:
@@ -168,7 +177,7 @@ class Case:
             "multi-tile": lambda: [5 * tile + 3 + b for b in range(self.batch)],
             "ragged": lambda: [max(floor, n) for n in
                                itertools.islice(itertools.cycle((3 * tile + 5, tile - 1, 7 * tile, tile + 1)), self.batch)],
-            "max-len": lambda: [4 * tile + 9] * self.batch,
+            "max-len": lambda: [self._rounded(4 * tile + 9)] * self.batch,
             "equals-nn": lambda: self.live_rows() or [self.next_n] * self.batch,
             # sequence b ends b tokens past 1, 2 or 3 whole tiles: with a batch of 10, the
             # causal diagonal of every next_n crosses a tile edge at every offset, and a split
@@ -183,7 +192,13 @@ class Case:
 
     def max_model_len(self) -> int:
         longest = max(self.context_lens())
-        return longest if self.context == "max-len" else longest + self.launcher_tuning().block_n + 5
+        if self.context == "max-len":
+            return self._rounded(longest)
+        return self._rounded(longest + 1) if self.model_len == "round" else longest + self.launcher_tuning().block_n + 5
+
+    def _rounded(self, tokens: int) -> int:
+        """``tokens``, rounded up to a round max_model_len where the case has one."""
+        return -(-tokens // ROUND_MODEL_LEN) * ROUND_MODEL_LEN if self.model_len == "round" else tokens
 
     def live_rows(self) -> list[int] | None:
         if isinstance(self.next_n_lens, tuple):
@@ -250,7 +265,8 @@ GATHER_PATHS = {
 # a value with everything (next_n=2 is the base case, split 2 sits between 1 and 3,
 # block_n left to the launcher is the kernel of block_n 64). The knobs that only tune
 # (warps, stages, slots per program), the block-table layouts, the >2 GiB pool (a few GB of host memory per
-# case) and the data off the usual range stay in curated: crossed with the rest they would multiply the sweep by 75.
+# case), the data off the usual range and a round max_model_len stay in curated (which pairs the last with every
+# kernel trait and runtime situation): crossed with the rest they would multiply the sweep by 150.
 EXHAUSTIVE_VALUES = {
     **VALUES,
     "block_n": BLOCK_N_CHOICES,
@@ -264,6 +280,7 @@ EXHAUSTIVE_VALUES = {
     "pool": ("compact",),
     "table": ("spare",),
     "values": ("random",),
+    "model_len": ("past-a-tile",),
 }
 
 
@@ -416,6 +433,26 @@ def extremes_on_every_branch() -> list[Case]:
     return [replace(carrier, **{axis: value}) for carrier in (one_row, wide) for axis, value in RUNTIME_EXTREMES]
 
 
+def situations_on_every_branch() -> list[Case]:
+    """Runtime situations on the kernel branches no other case puts them on: a round
+    max_model_len (a serving config's, whole tiles) on a narrow tile of one-token blocks at one
+    query row, on preshuffled narrow tiles in slot groups of ragged live rows, at 8 warps of 128
+    heads, at 512 heads and at head dim 512; one sequence at max_model_len, preshuffled, in
+    several slot groups. A path a change takes only where the fill ends on a tile edge, or
+    where one sequence fills max_model_len, would otherwise meet those situations only on
+    64-token tiles of the flat layout."""
+    small = replace(BASE, heads=32, head_dim=64)
+    round_len = replace(small, model_len="round")
+    return [replace(round_len, next_n=1, block_n=16, kv_block=1, batch=1, context="max-len"),
+            replace(round_len, preshuffle=True, kv_block=16, block_n=32, next_n=8, slots_per_program=2,
+                    next_n_lens="ragged", batch=3, context="ragged", splits=3),
+            replace(round_len, heads=128, head_dim=32, slots_per_program=2, block_n=16, context="ragged"),
+            replace(round_len, heads=512, head_dim=32, next_n=1, context="ragged"),
+            replace(round_len, heads=16, head_dim=512, next_n=1, kv_block=48, block_n=16, batch=3, context="ragged",
+                    splits=3),
+            replace(small, batch=1, preshuffle=True, kv_block=16, next_n=8, next_n_lens="ragged", context="max-len")]
+
+
 def narrow_tiles_at_one_slot() -> list[Case]:
     """Narrow tiles (copies of a tile fill the MMA's 64 rows) with one slot a program: next_n 1,
     and next_n 3 one slot a program, on both layouts; a head sum written for one slot must
@@ -502,6 +539,7 @@ def curated() -> list[Case]:
               for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     cases += extremes_on_every_branch()
+    cases += situations_on_every_branch()
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

@@ -12,7 +12,7 @@ from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
 from suites.cases import (AXES, BASE, GATHER_PATHS, RUNTIME_EXTREMES, SUITES, VALUES, Case, contract_corners, curated,
-                          extremes_on_every_branch,
+                          extremes_on_every_branch, situations_on_every_branch,
                           knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
@@ -83,9 +83,10 @@ def test_curated_takes_every_value_of_every_axis():
     wide programs' head counts and head dim, the long diagonals' next_n, the narrow
     programs' head counts and batch, the wide blocks' sizes, the head count and head dim
     of the narrow tiles at one slot, the contract's corners, the knob values past the axes,
-    and the head counts and head dim that carry the runtime extremes onto every branch."""
+    and the head counts and head dims that carry the runtime extremes and situations onto every
+    branch."""
     beyond = (wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
-              + contract_corners() + knobs_past_the_axes() + extremes_on_every_branch())
+              + contract_corners() + knobs_past_the_axes() + extremes_on_every_branch() + situations_on_every_branch())
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
@@ -352,8 +353,15 @@ def _situations(case: Case) -> frozenset:
         "a context within one tile": any(n <= tuning.block_n for n in lens),
         "ragged live rows": len(set(live)) > 1,
         "every sequence alike": len(set(lens)) == 1,
+        ROUND: longest_row % tuning.block_n == 0,
     }
     return frozenset(name for name, holds in held.items() if holds)
+
+
+# a serving config's max_model_len, whole tiles: the sweep leaves it to curated (it would double
+# the sweep), and it goes with every situation and every kernel: whatever exhaustive holds, it
+# holds with a round max_model_len too
+ROUND = "max_model_len whole tiles"
 
 
 def _situation_pairs(cases) -> set:
@@ -361,14 +369,66 @@ def _situation_pairs(cases) -> set:
             for pair in itertools.combinations(sorted(_situations(case)), 2)}
 
 
+def _with_round_model_len(pairs: set) -> set:
+    """``pairs`` and, for each situation or trait they hold, that one with a round max_model_len."""
+    return pairs | {tuple(sorted((ROUND, name), key=str)) for pair in pairs for name in pair if name != ROUND}
+
+
 def test_curated_puts_together_every_pair_of_runtime_situations_exhaustive_does():
     """A sequence at max_model_len beside a dead slot group (a fill skipped where the context
     reaches max_model_len left a dead group's rows unwritten), one sequence of whole blocks (a
     single sequence's table checked one column too far rejected a valid call): pairs the
     nightly sweep holds and curated did not."""
-    missing = sorted(_situation_pairs(suite("exhaustive")) - _situation_pairs(CURATED))
+    missing = sorted(_with_round_model_len(_situation_pairs(suite("exhaustive"))) - _situation_pairs(CURATED))
     assert not missing, f"{len(missing)} pair(s) of situations no curated case puts together, first {missing[0]}"
     assert len(_situation_pairs(CURATED)) >= 20
+
+
+def _case_traits(case: Case) -> frozenset:
+    """The kernel traits of ``case``'s own launch, from the launcher's tuning for it (planning
+    the sweep's every case would take minutes)."""
+    tuning = case.launcher_tuning()
+    constexprs = {"BLOCK_N": tuning.block_n, "SLOT_GROUP": tuning.slots_per_program, "NEXT_N": case.next_n,
+                  "PRESHUFFLE": case.preshuffle, "HAS_NEXT_N_LENS": case.next_n_lens != "none",
+                  "KV_BLOCK": case.kv_block, "HEADS": case.heads, "HEAD_DIM": case.head_dim,
+                  "NUM_STAGES": tuning.num_stages}
+    options = {"num_warps": tuning.num_warps}
+    return frozenset((name, bool(test(constexprs, options))) for name, test in KERNEL_TRAITS.items())
+
+
+def _situations_on_traits(cases) -> set:
+    return {(situation, trait) for case in cases if isinstance(case, Case)
+            for situation in _situations(case) for trait in _case_traits(case)}
+
+
+def test_a_cases_traits_are_those_of_its_first_launch():
+    from mutants.compiled import case_targets
+
+    logits = [case for case in CURATED if isinstance(case, Case)]
+    for case, targets in zip(logits, case_targets(logits, device="cpu", every_launch=False)):
+        constexprs, options = dict(targets[0].constexprs), dict(targets[0].options)
+        planned = {(name, bool(test(constexprs, options))) for name, test in KERNEL_TRAITS.items()}
+        assert _case_traits(case) == planned, case.id
+
+
+def test_curated_meets_every_runtime_situation_on_every_branch_exhaustive_does():
+    """A context at max_model_len, a batch of one, a dead slot group, a round max_model_len: each
+    on both sides of every branch of the kernel where the nightly sweep puts it (the first three
+    ran only on 64-token tiles; a fill counted one tile too many showed only where max_model_len
+    is whole tiles)."""
+    exhaustive = _situations_on_traits(suite("exhaustive"))
+    reference = exhaustive | {(ROUND, trait) for _, trait in exhaustive}
+    missing = sorted(reference - _situations_on_traits(CURATED))
+    assert not missing, f"{len(missing)} (situation, branch) pair(s) no curated case runs, first {missing[0]}"
+
+
+def test_a_situation_off_a_branch_is_found():
+    small = replace(BASE, heads=32, head_dim=64)
+    apart = [replace(small, batch=1), replace(small, block_n=16)]
+    together = apart + [replace(small, batch=1, block_n=16)]
+    assert ("one sequence", ("narrow tile", True)) in _situations_on_traits(together) - _situations_on_traits(apart)
+    assert (ROUND, ("narrow tile", True)) in (_situations_on_traits([replace(small, block_n=16, model_len="round")])
+                                              - _situations_on_traits(apart))
 
 
 def test_a_pair_of_situations_curated_lacks_is_found():
