@@ -101,6 +101,8 @@ _WEIGHTED_SCORES = m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
                             value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply()))
 # the per-token gather's scale pointers, from each token's block
 _TOKEN_SCALE_POINTERS = m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs"))
+# the variable an MPS client's environment gives its share of the GPU's threads in
+_MPS_SHARE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 # the -inf fill's count of tiles past the context: tl.cdiv(max_model_len, BLOCK_N) - context_tiles
 _FILL_TILES = m.BinaryOperation(left=_call("cdiv"), operator=m.Subtract(), right=m.Name("context_tiles"))
 # the -inf fill's loop over its share of the tiles past the context
@@ -1124,6 +1126,21 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Assign(targets=[m.AssignTarget(m.Name("table"))], value=_method("block_table", "to")),
         mutate=lambda node: node.with_changes(value=_expr("block_table.to(torch.int64)")),
         path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="sms-scaled-by-the-mps-share-into-a-float",
+        description="the split policy fills only the SMs an MPS client's share allows"
+                    " (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), the count left a float: on a GPU that MPS shares among"
+                    " serving processes the split count and the grid are floats, which no GPU launches",
+        exposed_by=Exposure("a computed valid call planned on tensors a GPU holds, in an MPS client's environment"
+                            " (input edits)",
+                            lambda case: isinstance(case, RejectionCase) and not case.rejects and case.validate
+                            and not case.planned_only),
+        site=m.Attribute(attr=m.Name("multi_processor_count")),
+        mutate=lambda node: _expr(f'({_code(node)} * float(__import__("os").environ["{_MPS_SHARE}"]) / 100'
+                                  f' if "{_MPS_SHARE}" in __import__("os").environ else {_code(node)})'),
+        path=TUNING,
         side=HOST,
     ),
     Bug(

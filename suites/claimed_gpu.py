@@ -10,8 +10,11 @@ calls are not emulated: they raise where CUDA is absent, so only planning, never
 runs on claimed tensors.
 """
 
+import os
 import types
+from contextlib import contextmanager
 from dataclasses import replace
+from unittest import mock
 
 import torch
 from torch.utils._pytree import tree_map
@@ -22,6 +25,9 @@ from suites.fake_gpu import replaced
 CLAIMED_DEVICE = "cuda:0"
 # the SMs the planning of a claimed call sees (an H100 or H200 SXM)
 CLAIMED_SMS = 132
+# the share of those SMs a client of a GPU that MPS shares among serving processes may use, as
+# its environment says: a launcher may size its splits by it, never into a grid CUDA refuses
+MPS_THREAD_PERCENTAGE = "37"
 
 
 class ClaimedGpuTensor(torch.Tensor):
@@ -89,7 +95,11 @@ def on_claimed_gpu(inputs: OpInputs, keywords: dict, *, out_rows: int | None = N
     return moved, keywords
 
 
+@contextmanager
 def claimed_sms():
-    """The claimed device's properties, as the launcher's split policy reads them, for the block."""
+    """The claimed device's properties, as the launcher's split policy reads them, and the
+    environment of a client of a GPU that MPS shares, for the block."""
     properties = types.SimpleNamespace(multi_processor_count=CLAIMED_SMS)
-    return replaced([(torch.cuda, "get_device_properties", lambda device=None: properties)])
+    with replaced([(torch.cuda, "get_device_properties", lambda device=None: properties)]), \
+            mock.patch.dict(os.environ, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": MPS_THREAD_PERCENTAGE}):
+        yield

@@ -1371,6 +1371,10 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # the grid's second axis on CUDA: one more split would not launch
     InputEdit("num_splits-past-the-grid", "num_splits", ValueError, _keywords(num_splits=GRID_Y_LIMIT + 1)),
     InputEdit("num_splits-at-the-grid-bound", "", None, _keywords(num_splits=GRID_Y_LIMIT), planned_only=True),
+    # accepted: full decode batches with the split count left to the launcher, which sizes it by
+    # the GPU's SMs there (planned only: the CPU's nominal SMs give a full batch one split)
+    InputEdit("num_splits-left-to-fill-the-gpu", "", None, lambda inputs: Call(inputs), planned_only=True,
+              bases=("full-batch", "full-batch-next-n-3-model-rows")),
     # accepted: a caller's splits over a table shorter than one tile (one token in one block),
     # whatever the tile: a split count derived from the table's whole tiles would be 0 there
     InputEdit("num_splits-over-a-table-under-one-tile", "", None, _keywords(num_splits=3), bases=("smallest",)),
@@ -1440,6 +1444,7 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
         check_cuda_grid(planned.grid, edit.name)
     if hasattr(planned, "constexprs"):
         check_knobs_passed_through(planned_tuning(planned), keywords, edit.name)
+    _check_planned_on_claimed_gpu(edit, op, edited, keywords)
 
 
 # the tuning knobs a caller may pass, in the order the pinned defaults' table spells them: each
@@ -1466,6 +1471,9 @@ def check_cuda_grid(grid: tuple, what: str) -> None:
     """AssertionError unless a GPU could launch ``grid``: planned or run on the CPU, a grid
     past CUDA's limits passes every value and fails at launch on the GPU."""
     for axis, (programs, limit) in enumerate(zip(grid, CUDA_GRID_LIMITS)):
+        if not isinstance(programs, int) or isinstance(programs, bool):
+            raise Refusal(f"{what}: the launch grid {tuple(grid)} has {programs!r} programs along axis {axis};"
+                          " CUDA launches a whole number")
         if not 1 <= programs <= limit:
             raise Refusal(f"{what}: the launch grid {tuple(grid)} has {programs:,} programs along axis {axis};"
                           f" CUDA launches 1 to {limit:,}")
@@ -1542,10 +1550,12 @@ def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keyword
     moved, moved_keywords = on_claimed_gpu(inputs, keywords, out_rows=_rows(inputs))
     with claimed_sms():
         try:
-            planner(*moved.op_args(), **moved_keywords)
+            launch = planner(*moved.op_args(), **moved_keywords)
         except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
             raise Refusal(f"{edit.name}: planned on tensors a GPU holds, the launcher rejected valid input:"
                           f" {type(error).__name__}: {error}") from error
+    if hasattr(launch, "grid"):
+        check_cuda_grid(launch.grid, f"{edit.name}: planned on tensors a GPU holds")
 
 
 def _check_planned_with_copies_in_flight(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:

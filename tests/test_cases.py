@@ -243,7 +243,7 @@ def test_a_grid_past_cuda_s_limits_fails_where_the_interpreter_would_run_it():
     from suites.rejections import check_cuda_grid
 
     check_cuda_grid((2**31 - 1, 65535, 65535), "the largest grid")
-    for grid in ((1, 65536, 1), (1, 1, 65536), (2**31, 1, 1), (1, 0, 1)):
+    for grid in ((1, 65536, 1), (1, 1, 65536), (2**31, 1, 1), (1, 0, 1), (2, 66.0, 1), (True, 1, 1)):
         with pytest.raises(AssertionError, match="CUDA launches"):
             check_cuda_grid(grid, "a grid")
 

@@ -1,6 +1,9 @@
 """Tensors that claim a GPU while holding host values: the launcher's GPU paths run on them as
 on a GPU, and the rejection gate holds those paths to the host's verdicts."""
 
+import os
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -83,4 +86,23 @@ def test_the_gate_fails_a_launcher_whose_gpu_path_rejects_a_valid_call(monkeypat
 
     monkeypatch.setattr(rejections, "launch_planner", lambda op: _refusing_gpu_tensors)
     with pytest.raises(AssertionError, match="planned on tensors a GPU holds, the launcher rejected valid input"):
+        check_rejection(RejectionCase("unchanged", "small"), fp8_paged_mqa_logits)
+
+
+def _sized_by_the_mps_share(*args, **keywords):
+    """The launcher, but on a GPU its split count scaled by the MPS share its environment
+    gives, left a float: a grid no GPU launches, wherever MPS shares one."""
+    launch = plan_launch(*args, **keywords)
+    share = os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+    if args[0].device.type == "cuda" and share is not None:
+        launch = replace(launch, grid=(launch.grid[0], max(1.0, launch.grid[1] * float(share) / 100)))
+    return launch
+
+
+@ON_THE_CPU
+def test_the_gate_fails_a_launcher_whose_grid_under_mps_is_no_whole_number(monkeypatch):
+    import suites.rejections as rejections
+
+    monkeypatch.setattr(rejections, "launch_planner", lambda op: _sized_by_the_mps_share)
+    with pytest.raises(AssertionError, match="CUDA launches a whole number"):
         check_rejection(RejectionCase("unchanged", "small"), fp8_paged_mqa_logits)
