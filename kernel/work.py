@@ -19,7 +19,11 @@ sequences:
   once; the store tiles address ``cdiv(max_model_len, BLOCK_N) * BLOCK_N`` positions of
   every row of every group;
 - one fp8 dot per tile and live group, its M side the tile repeated to fill a warp group's
-  64 rows.
+  64 rows;
+- the splits share a group's work: with ``S`` splits, a group's ``T`` context tiles (none for
+  a dead group) go ``cdiv(T, S)`` to a split, and so do its ``F`` fill tiles past them (up to
+  ``cdiv(max_model_len, BLOCK_N)``); the busiest program stores ``cdiv(T, S) + cdiv(F, S)``
+  tiles and reads the keys of ``cdiv(T, S)``, at the group that has the most of either.
 
 ``moved`` counts the lanes a mask lets through, ``addressed`` every lane of an access.
 """
@@ -44,6 +48,9 @@ class Work:
     read_addressed: dict = field(default_factory=dict)
     written_addressed: dict = field(default_factory=dict)
     dot_flops: int = 0
+    # what the busiest program does, by "<argument> read" and "<argument> addressed by stores":
+    # a schedule that leaves one program most of the work does the same total
+    busiest_program: dict = field(default_factory=dict)
 
     def bytes_moved(self) -> int:
         return sum(self.read.values()) + sum(self.written.values())
@@ -100,7 +107,23 @@ def kernel_work(args: dict) -> Work:
         read_addressed=read_addressed,
         written_addressed={"out_ptr": batch * groups * row_tiles * block_n * group_slots * FLOAT_BYTES},
         dot_flops=tiles * 2 * max(block_n, MMA_ROWS) * head_dim * group_slots * heads,
+        busiest_program=_busiest_program(lengths, live, groups, group_slots, args["num_splits"], block_n,
+                                         row_tiles, head_dim),
     )
+
+
+def _busiest_program(lengths, live, groups, group_slots, splits, block_n, row_tiles, head_dim) -> dict:
+    """The keys the busiest program reads and the cells it addresses in ``out``, over every
+    sequence and group: its split's share of the group's context tiles and of its fill."""
+    most_keys = most_tiles = 0
+    for length, rows in zip(lengths, live):
+        for group in range(groups):
+            context = -(-length // block_n) if group * group_slots < rows else 0
+            share = -(-context // splits)
+            most_keys = max(most_keys, share)
+            most_tiles = max(most_tiles, share + -(-(row_tiles - context) // splits))
+    return {"kv_ptr read": most_keys * block_n * (head_dim + SCALE_BYTES),
+            "out_ptr addressed by stores": most_tiles * block_n * group_slots * FLOAT_BYTES}
 
 
 def launch_work(launch) -> Work:
@@ -123,6 +146,11 @@ def work_mismatch(measured: Work, model: Work) -> str | None:
                 return f"{name} {label}: {_versus(got.get(name, 0), want.get(name, 0), 'B')}"
     if measured.dot_flops != model.dot_flops:
         return f"tl.dot work: {_versus(measured.dot_flops, model.dot_flops, 'FLOP')}"
+    for what in sorted(model.busiest_program):
+        got, want = measured.busiest_program.get(what, 0), model.busiest_program[what]
+        if got != want:
+            return (f"{what} by the busiest program: {_versus(got, want, 'B')} (the splits do not share"
+                    " the work as the design does)")
     return None
 
 

@@ -410,6 +410,17 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: node.with_changes(left=_expr("tl.cdiv(max_model_len - 1, BLOCK_N)")),
     ),
     Bug(
+        name="dead-group-filled-by-its-first-split",
+        description="a slot group with no live row has its whole row of -inf written by its first split in"
+                    " one pass, its other splits exiting at once: the same cells, from one program while the"
+                    " others idle",
+        exposed_by=Exposure("a dead slot group over several splits",
+                            _logits(lambda c: c.dead_slot_group() and (c.splits or 1) > 1)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("fill_per_split"))]),
+        mutate=lambda node: node.with_changes(
+            value=_expr(f"tl.where(group_live, {_code(node.value)}, fill_tiles)")),
+    ),
+    Bug(
         name="fill-counts-a-tile-past-a-round-max-model-len",
         description="the -inf fill counts its tiles as max_model_len // BLOCK_N + 1, the ceiling where"
                     " max_model_len ends mid-tile: where it is whole tiles (a serving config's round value)"

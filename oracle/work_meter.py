@@ -3,7 +3,8 @@ multiplies.
 
 Inside ``metered()`` every launch gets a ``MeteredLaunch``: its arguments by name, its grid,
 and per pointer argument the bytes its loads and stores move (lanes the mask lets through)
-and address (every lane), and the FLOPs of its dots (``2 * m * k * n`` each). An access is
+and address (every lane), and the FLOPs of its dots (``2 * m * k * n`` each); per program,
+the bytes it loads and addresses by stores. An access is
 booked to the argument its first live lane falls in; an access with no live lane to the
 argument whose memory starts closest below its first lane. Arguments that alias the same
 memory are booked to the first of them. A launch some of whose programs another observer
@@ -30,12 +31,28 @@ class MeteredLaunch:
     dot_flops: int = 0
     # programs an observer declined (a sampled launch): its work is then not the model's
     programs_skipped: int = 0
+    # per program (x, y, z), its bytes by "<argument> read" and "<argument> addressed by stores"
+    per_program: dict = field(default_factory=dict)
+
+    @property
+    def busiest_program(self) -> dict:
+        """Per "<argument> read" and "<argument> addressed by stores", the most of it one program did."""
+        most = Counter()
+        for work in self.per_program.values():
+            for what, count in work.items():
+                most[what] = max(most[what], count)
+        return dict(most)
 
 
 class _Meter(Observer):
     def __init__(self):
         self.launches: list[MeteredLaunch] = []
         self.spans: list[tuple[int, int, str]] = []
+        self.program = (0, 0, 0)
+
+    def runs_program(self, x: int, y: int, z: int) -> bool:
+        self.program = (x, y, z)
+        return True
 
     def launch(self, args: dict, grid) -> None:
         self.launches.append(MeteredLaunch(_as_launched(args), tuple(grid)))
@@ -55,6 +72,11 @@ class _Meter(Observer):
         name = self._owner(int(addresses[live][0]) if live_count else int(addresses[0]))
         moved[name] += live_count * width
         addressed[name] += addresses.size * width
+        program = current.per_program.setdefault(self.program, Counter())
+        if kind == "load":
+            program[f"{name} read"] += live_count * width
+        else:
+            program[f"{name} addressed by stores"] += addresses.size * width
 
     def dot(self, m, k, n) -> None:
         if self.launches:
