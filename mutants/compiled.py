@@ -65,6 +65,7 @@ import fcntl
 import hashlib
 import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import queue
@@ -340,9 +341,14 @@ def as_launched_on_cuda(launch):
 
 
 def target_of_launch(launch) -> CompileTarget:
-    runtime_names, fixed = _runtime_parameter_names(launch)
+    runtime_names, fixed, compile_time = _runtime_parameter_names(launch)
     signature, constexprs, attrs, ones, divisible = [], [], [], [], []
+    passed_constexprs = {}  # launched among the runtime arguments, declared tl.constexpr
     for name, value in zip(runtime_names, launch.args, strict=True):
+        if name in compile_time:
+            passed_constexprs[name] = value
+            constexprs.append((name, value))
+            continue
         kind, spec = specialize(value, by_value=name not in fixed)
         if kind == "constexpr":
             constexprs.append((name, value))
@@ -356,7 +362,7 @@ def target_of_launch(launch) -> CompileTarget:
             divisible.append(name)
     constexprs += sorted(launch.constexprs.items())
     options = tuple(sorted(launch.options.items()))
-    key = _target_key(dict(launch.constexprs), dict(options), signature, attrs, ones, divisible)
+    key = _target_key({**launch.constexprs, **passed_constexprs}, dict(options), signature, attrs, ones, divisible)
     return CompileTarget(key, tuple(signature), tuple(constexprs), tuple(attrs), options)
 
 
@@ -389,9 +395,11 @@ def specialize(value, by_value: bool = True) -> tuple[str, str | None]:
     raise TypeError(f"no Triton specialization known for a {type(value).__name__} argument")
 
 
-def _runtime_parameter_names(launch) -> tuple[list[str], set[str]]:
-    """The launched kernel's parameters that are not constexprs, in order, and those of them
-    it keeps Triton from specializing."""
+def _runtime_parameter_names(launch) -> tuple[list[str], set[str], set[str]]:
+    """The launched kernel's parameters that the launch does not pass as constexprs, in order;
+    those of them it keeps Triton from specializing; and those of them the kernel declares
+    ``tl.constexpr`` (compiled for each value: a split count made one compiles a kernel per
+    count)."""
     import kernel.paged_mqa_logits as module
 
     for value in vars(module).values():
@@ -400,8 +408,19 @@ def _runtime_parameter_names(launch) -> tuple[list[str], set[str]]:
             continue
         runtime = [n for n in names if n not in launch.constexprs]
         if len(runtime) == len(launch.args) and set(launch.constexprs) <= set(names):
-            return runtime, not_specialized(value)
+            return runtime, not_specialized(value), declared_constexprs(value) & set(runtime)
     raise LookupError("no @triton.jit kernel in kernel.paged_mqa_logits takes this launch's arguments")
+
+
+def declared_constexprs(fn) -> set[str]:
+    """The parameters a kernel declares ``tl.constexpr``: a ``JITFunction`` marks its params, the
+    interpreter's function keeps the Python function's annotations."""
+    params = getattr(fn, "params", None)
+    if params is not None:
+        return {param.name for param in params if param.is_constexpr}
+    annotations = inspect.signature(fn.fn).parameters.values()
+    return {param.name for param in annotations
+            if param.annotation is not inspect.Parameter.empty and "constexpr" in str(param.annotation)}
 
 
 def not_specialized(fn) -> set[str]:
