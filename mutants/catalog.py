@@ -1144,10 +1144,9 @@ CATALOG: tuple[Bug, ...] = (
         description="the split policy fills only the SMs an MPS client's share allows"
                     " (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), the count left a float: on a GPU that MPS shares among"
                     " serving processes the split count and the grid are floats, which no GPU launches",
-        exposed_by=Exposure("a computed valid call planned on tensors a GPU holds, in an MPS client's environment"
-                            " (input edits)",
-                            lambda case: isinstance(case, RejectionCase) and not case.rejects and case.validate
-                            and not case.planned_only),
+        exposed_by=Exposure("a full decode batch's split count left to the launcher, planned on tensors a GPU"
+                            " holds in an MPS client's environment (an input edit)",
+                            _edit("num_splits-left-to-fill-the-gpu")),
         site=m.Attribute(attr=m.Name("multi_processor_count")),
         mutate=lambda node: _expr(f'({_code(node)} * float(__import__("os").environ["{_MPS_SHARE}"]) / 100'
                                   f' if "{_MPS_SHARE}" in __import__("os").environ else {_code(node)})'),
