@@ -485,6 +485,27 @@ CATALOG: tuple[Bug, ...] = (
             value=_expr(f"logits * tl.where(scales < {FLOAT32_TINY!r}, 0.0, scales)[:, None]")),
     ),
     Bug(
+        name="zero-weight-group-read-as-dead",
+        description="a slot group whose head weights are all zero takes the dead group's path (\"an engine's"
+                    " padding sequence has nothing to compute\"): its visible cells, 0 by the contract, are -inf",
+        exposed_by=Exposure("a serving engine's padded batch (a dummy sequence of zero weights)",
+                            _logits(lambda c: c.values == "engine-padded")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("group_live"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"({_code(node.value)}) & (tl.max(tl.abs(head_weights), axis=0) > 0.0)")),
+    ),
+    Bug(
+        name="zero-query-row-masked-as-dead",
+        description="a live row whose query is all zero gets a dead row's causal bound (\"an engine zeroes the"
+                    " q of its padding slots\"): its visible cells, 0 by the contract, are -inf",
+        exposed_by=Exposure("a serving engine's padded batch (a live row of zero query)",
+                            _logits(lambda c: c.values == "engine-padded")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("causal_bound"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "tl.where((offs_m < live_rows) & (tl.max(tl.reshape(tl.max(tl.abs(q.to(tl.float32)), axis=1),"
+            " (SLOT_GROUP, HEADS)), axis=1) > 0.0), context_len - live_rows + offs_m, -1)")),
+    ),
+    Bug(
         name="relu-capped-at-the-largest-fp8-product",
         description="the relu also caps a dot at 448 * 448, the largest product of two fp8 values: a dot is a"
                     " sum of D such products, and large queries against large keys pass the cap",

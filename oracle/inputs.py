@@ -1,4 +1,5 @@
-"""Input builders shared by every test and benchmark: random data, never zeros.
+"""Input builders shared by every test and benchmark: random data, never zeros unless a
+serving engine's would hold them.
 
 - per-token fp8 quantization (scale = amax / 448),
 - the co-packed cache layout (``KVB*D`` key bytes, then ``KVB`` float32 scales, per block),
@@ -30,7 +31,14 @@
   flushes a subnormal scale or weight to zero returns zeros there; or queries over fp8's
   whole range (normal, standard deviation 224, saturated at 448), where every other
   distribution keeps them below about 6: a kernel that rescales q in fp8, or caps a dot at
-  some bound, is exact on small queries only.
+  some bound, is exact on small queries only; or a serving engine's padded batch: the last
+  sequence a dummy whose queries and head weights are zero (a batch padded to a captured graph's
+  size), one live row whose query is zero and another whose head weights are zero (where three
+  live rows or more precede the dummy), and stale
+  NaNs where no logit may read them: the queries and weights of rows past next_n_lens, the
+  keys and scales of each last block's tokens past its context. Every visible cell of a zero
+  row is 0, never -inf: a kernel that skips work on zero data, or masks arithmetically where
+  garbage lies, fails there.
 """
 
 from dataclasses import dataclass
@@ -39,7 +47,7 @@ import torch
 
 FP8_MAX = 448.0
 VALUES = ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy", "product-heavy",
-          "subnormal", "query-full-range")
+          "subnormal", "query-full-range", "engine-padded")
 LARGE_SCALE = 2.0**16
 TINY_SCALE = 2.0**-40
 # key scales near 3e35 against head weights near 1e-33: a dot times a scale overflows
@@ -254,6 +262,28 @@ def production_step_inputs(seed: int = 0) -> OpInputs:
     return OpInputs(q, kv_cache, weights, context_lens, table, step["max_model_len"], None, False)
 
 
+def _padded_like_an_engine(q: torch.Tensor, weights: torch.Tensor,
+                           next_n_lens: list[int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The queries and head weights of a serving engine's padded batch (see the module's
+    docstring): the last sequence zero, the first live row of the others a zero query, their
+    last a zero weight row where a random one stays between them, every row past next_n_lens
+    NaN."""
+    batch, next_n = q.shape[:2]
+    live = [next_n] * batch if next_n_lens is None else next_n_lens
+    real_rows = [(b, m) for b in range(batch - 1) for m in range(live[b])]
+    if len(real_rows) < 2:
+        raise ValueError("make_inputs: engine-padded data needs a dummy last sequence and two live rows before it")
+    q, weights = q.float(), weights.clone()
+    rows = weights.view(batch, next_n, -1)
+    q[-1], rows[-1] = 0.0, 0.0
+    q[real_rows[0]] = 0.0
+    if len(real_rows) >= 3:
+        rows[real_rows[-1]] = 0.0
+    for b in range(batch):
+        q[b, live[b]:], rows[b, live[b]:] = float("nan"), float("nan")
+    return q.to(torch.float8_e4m3fn), weights
+
+
 def make_inputs(
     *,
     batch: int,
@@ -299,6 +329,8 @@ def make_inputs(
     elif values == "query-full-range":
         spread = torch.randn(q.shape, generator=generator, device=device) * (FP8_MAX / 2)
         q = spread.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    elif values == "engine-padded":
+        q, weights = _padded_like_an_engine(q, weights, next_n_lens)
 
     max_blocks = -(-max(context_lens) // kv_block) + spare_blocks_per_row
     block_bytes = kv_block * (head_dim + SCALE_BYTES)
@@ -345,6 +377,8 @@ def make_inputs(
             if not scale * weights[rows].abs().max().item() > torch.finfo(torch.float32).max or scale > 2.0**127:
                 raise ValueError("make_inputs: product-heavy scales leave every head weight's product in float32")
             scales = torch.full_like(scales, scale)
+        elif values == "engine-padded":
+            keys[ctx:], scales[ctx:] = float("nan"), float("nan")
         kv_cache[blocks] = pack_blocks(keys.reshape(-1, kv_block, head_dim), scales.reshape(-1, kv_block), preshuffle)
 
     return OpInputs(

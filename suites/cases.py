@@ -105,9 +105,10 @@ class Case:
     # head weights that put a pre-scale logit at 0.7 of float32's maximum, key scales to match
     # head weights and key scales whose product passes float32's maximum, every logit ordinary
     # subnormal key scales (even sequences) or head weights (odd ones) against large partners;
-    # queries over fp8's whole range
+    # queries over fp8's whole range; a serving engine's padded batch (a zero dummy sequence,
+    # a zero query row, a zero weight row, stale NaNs where no logit reads)
     values: str = _axis("random", ("random", "large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                                   "product-heavy", "subnormal", "query-full-range"),
+                                   "product-heavy", "subnormal", "query-full-range", "engine-padded"),
                         compiled=False,
                         spell=lambda value: "" if value == "random" else f"values_{value}")
     # past-a-tile: max_model_len is the longest context and a tile and 5 more tokens (the fill's
@@ -529,14 +530,16 @@ def curated() -> list[Case]:
     # that do not see its token must not see (their -inf kept, no NaN spread by a split), scales
     # below any floor, scales that overflow when multiplied before the weights, and pre-scale
     # logits within a factor of two of float32's maximum (every narrow tile too: its copies
-    # of one tile must not be added, nor a NaN or an overflow among them lost)
+    # of one tile must not be added, nor a NaN or an overflow among them lost), and a serving
+    # engine's padded batch (zero rows whose visible cells are 0, NaN garbage no logit may read)
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layouts[0])
               for layouts in GATHER_PATHS.values()
               for values in ("large", "nan-token", "nan-weight", "tiny", "scale-heavy", "weight-heavy",
-                             "product-heavy", "subnormal", "query-full-range")]
+                             "product-heavy", "subnormal", "query-full-range", "engine-padded")]
     cases += [_on_gather_path(replace(small, values=values, next_n=3, context="ragged", splits=3), layout)
               for layouts in GATHER_PATHS.values() for layout in layouts if layout[2] < 64
-              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal")]
+              for values in ("nan-token", "nan-weight", "scale-heavy", "weight-heavy", "product-heavy", "subnormal",
+                             "engine-padded")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     cases += extremes_on_every_branch()
     cases += situations_on_every_branch()

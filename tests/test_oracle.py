@@ -304,7 +304,31 @@ def test_every_query_rows_head_weights_take_both_signs(values):
     inputs = make_inputs(batch=3, next_n=2, heads=16, head_dim=32, kv_block=16, preshuffle=False,
                          context_lens=[40, 17, 64], max_model_len=64, next_n_lens=None, seed=5, values=values)
     defined = torch.nan_to_num(inputs.weights, nan=0.0)
-    assert ((defined < 0).any(dim=1) & (defined > 0).any(dim=1)).all(), values
+    weighted = (defined != 0).any(dim=1)  # an engine's padded batch holds rows of zero weights
+    assert weighted.sum() >= 3, values
+    assert ((defined < 0).any(dim=1) & (defined > 0).any(dim=1))[weighted].all(), values
+
+
+def test_engine_padded_values_hold_zero_rows_and_nan_where_no_logit_reads(device):
+    """A dummy last sequence (query and weights zero), a zero query row, a zero weight row,
+    NaN queries and weights past next_n_lens and NaN keys and scales past each context in its
+    last block: each zero row's visible cells are 0, every -inf kept, and the op holds to that."""
+    inputs = make_inputs(batch=3, next_n=3, heads=32, head_dim=64, kv_block=16, preshuffle=False,
+                         context_lens=[40, 21, 33], max_model_len=48, next_n_lens=[3, 2, 2], seed=12,
+                         values="engine-padded")
+    q, weights = inputs.q.float(), inputs.weights.view(3, 3, -1)
+    assert (q[2, :2] == 0).all() and (weights[2, :2] == 0).all()  # the dummy's live rows
+    assert (q[0, 0] == 0).all() and (weights[0, 0] != 0).all()  # a zero query
+    assert (weights[1, 1] == 0).all() and (q[1, 1] != 0).any()  # zero weights
+    assert q[1, 2].isnan().all() and weights[2, 2].isnan().all()  # stale rows past next_n_lens
+    tail_keys, tail_scales = unpack_blocks(inputs.kv_cache[inputs.block_table[1, 1:2].long()], False)
+    assert tail_scales[0, 5:].isnan().all() and tail_keys[0, 5:].float().isnan().all()  # past context 21
+    assert not tail_scales[0, :5].isnan().any()
+    expected, magnitude = reference_logits(inputs)
+    visible = torch.isfinite(expected)
+    assert (expected[visible] == 0).sum() == 38 + 21 + 32 + 33  # rows 0 and 4, and the dummy's two
+    assert (expected[visible] != 0).any()
+    _held_on(device, inputs, expected, magnitude)
 
 
 def test_block_pool_never_shares_a_block_and_marks_unused_entries():
