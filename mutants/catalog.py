@@ -759,6 +759,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="shared-table-row-checked-against-the-first-sequence",
+        description="validation checks a table of one shared row (row stride 0, parallel samples of one prompt)"
+                    " once, against the first sequence's context: a bad id only a longer sequence reads passes",
+        exposed_by=Exposure("a bad id in a shared table row that only the last, longest sequence reads (an input"
+                            " edit)", _edit("block_table-rows-shared-bad-where-only-the-last-reads")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("used"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "torch.arange(dims.max_blocks)[None, :] < ((lens[:1] if block_table.stride(0) == 0 else lens)[:, None]"
+            " + dims.kv_block - 1) // dims.kv_block")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="alignment-asked-of-q-too",
         description="validation asks q, as the cache, to start on a 4-byte boundary: a q one byte into its"
                     " buffer, a valid fp8 tensor, is refused",

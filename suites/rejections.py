@@ -991,6 +991,34 @@ def _shared_table_rows(inputs: OpInputs) -> Call:
     return Call(replace(inputs, block_table=table))
 
 
+def _bad_where_only_the_last_reads(shared: Callable[[OpInputs], torch.Tensor]) -> Callable[[OpInputs], Call]:
+    """A table whose rows share entries (``shared``: a fresh table of the inputs' shape), every
+    sequence but the last cut to its live rows and the last made the longest, with an
+    out-of-range id at the last sequence's last used column, which no other sequence reads: a
+    check of the shared entries against one sequence's context (the first's, the shortest's)
+    passes it."""
+
+    def change(inputs: OpInputs) -> Call:
+        last = _batch(inputs) - 1
+        lens = inputs.context_lens.clone()
+        longest = int(lens.max())
+        for b in range(last):
+            lens[b] = _live_rows(inputs, b)
+        lens[last] = longest
+        table = shared(inputs)
+        column = -(-longest // inputs.kv_cache.shape[1]) - 1
+        at = table.storage_offset() + last * table.stride(0) + column * table.stride(1)
+        storage = table.untyped_storage()
+        table.new_empty(0).set_(storage, 0, (storage.nbytes() // table.element_size(),))[at] = inputs.kv_cache.shape[0]
+        return Call(replace(inputs, context_lens=lens, block_table=table))
+
+    return change
+
+
+def _longest_row_expanded(inputs: OpInputs) -> torch.Tensor:
+    return inputs.block_table[int(inputs.context_lens.argmax())].clone().expand(_batch(inputs), -1)
+
+
 def _overlapping_out(inputs: OpInputs) -> Call:
     """The caller's out with each row starting one element before the last one ends."""
     rows, width = _rows(inputs), inputs.max_model_len
@@ -1317,6 +1345,14 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # the first bad entry in row order is not the first in column order
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
+    # rows that share their entries (parallel samples of one prompt, a sliding window), one bad
+    # id among them read by the longest, last sequence only
+    _out_of_range("block_table-rows-shared-bad-where-only-the-last-reads", "block_table",
+                  _bad_where_only_the_last_reads(_longest_row_expanded), _several_sequences,
+                  bases=("small", "small-uniform", "three-sequences")),
+    _out_of_range("block_table-rows-overlapping-bad-where-only-the-last-reads", "block_table",
+                  _bad_where_only_the_last_reads(lambda inputs: _sliding_window_table(inputs).inputs.block_table),
+                  _several_sequences, bases=("small", "small-uniform", "three-sequences")),
     # an empty sequence, as a captured batch padded to its graph's size might hold one: its
     # context and its live rows both 0, each out of range (a check that lets 0 through for
     # both together, "padding", would take it)
@@ -1704,17 +1740,25 @@ def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
     return one.shape == other.shape and one.dtype == other.dtype and torch.equal(dense_bytes(one), dense_bytes(other))
 
 
+def _spans_fewer_elements_than_it_holds(tensor: torch.Tensor) -> bool:
+    """Whether some of the tensor's elements share memory (an expanded row, rows that overlap):
+    no copy can give each its own value."""
+    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) < tensor.numel()
+
+
 def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, keywords: dict, op) -> None:
     """Call the op once on the edited call's own tensors holding the valid values, then write
     the bad values back in place: a validation that remembers the tensors it passed (a decode
     loop reuses its buffers) would let the bad values through. The write goes through
     ``.data``, which leaves torch's version counter as it was, as a kernel that updates the
     lengths in place on the device does. A call that cannot be primed so (other edits,
-    tensors of another shape) is left as it is."""
+    tensors of another shape, a table whose rows share entries) is left as it is."""
     swapped = []
     for name in VALUE_TENSORS:
         bad, good = getattr(edited, name), getattr(inputs, name)
         if bad is None or good is None or bad is good or bad.shape != good.shape or bad.dtype != good.dtype:
+            continue
+        if _spans_fewer_elements_than_it_holds(bad):
             continue
         swapped.append((bad, bad.clone()))
         bad.copy_(good)
