@@ -1435,6 +1435,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="tunings-remembered-on-the-kernel-object",
+        description="the launcher remembers each tuning by the call's sizes, layout, device and knobs on the"
+                    " kernel object, beside Triton's compiled variants (\"a reloaded kernel starts fresh\"):"
+                    " right on every call alone, state out of every module's globals that threads share",
+        exposed_by=_STATELESS_CALLS,
+        site=_TUNING_RESOLVED,
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"vars(_paged_mqa_logits_kernel).setdefault('tunings', {{}}).setdefault((dims, preshuffle, str(q.device),"
+            f" tuple(sorted(knobs.items()))), {_code(node.value)})")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="last-tuning-kept-in-a-namespace",
         description="the launcher keeps the last call's tuning in a module-level namespace (\"a profiler reads"
                     " what the last call ran\"): right on every call alone, one object whose attribute every"

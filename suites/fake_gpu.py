@@ -74,6 +74,10 @@ class RecordedLaunches:
 
         return launch
 
+    def kept(self) -> list[str]:
+        """The attributes something other than the recording set on this stand-in."""
+        return sorted(set(vars(self)) - {"grids", "keywords"})
+
 
 @contextlib.contextmanager
 def replaced(replacements):

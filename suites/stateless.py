@@ -200,13 +200,17 @@ def check_stateless(case: StatelessCase, op, device) -> None:
     """Raise AssertionError, naming what changed, unless calls of ``op`` leave its package's
     state, and the caller's tensors' attributes, as they found them."""
     package = op.__module__.split(".")[0]
-    with replaced([(sys.modules[op.__module__], "_paged_mqa_logits_kernel", RecordedLaunches())]):
+    kernel = RecordedLaunches()
+    with replaced([(sys.modules[op.__module__], "_paged_mqa_logits_kernel", kernel)]):
         marked = _calls(op, device, WARM_UP)
         before = op_state(package)
         marked += _calls(op, device, CALLS)
         changed = _changes(before, op_state(package))
     if changed:
         raise Refusal(f"calls of the op changed its modules' state, which every later call may read: {changed}")
+    if kernel.kept():  # Triton keeps its own compiled variants on the kernel; the launcher may keep nothing there
+        raise Refusal(f"calls of the op kept attributes on its kernel object, which every later call may read:"
+                      f" {kernel.kept()}")
     if marked:  # a verdict kept on the table outlives a write to it that torch does not see (a kernel's, a graph's)
         raise Refusal(f"calls of the op left attributes on the caller's tensors, which a later call with the same"
                       f" tensor may read: {marked}")

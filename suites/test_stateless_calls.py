@@ -81,6 +81,23 @@ def test_a_launcher_that_remembers_its_last_plan_is_caught(monkeypatch, device, 
         check(StatelessCase(), fp8_paged_mqa_logits, device)
 
 
+def test_a_launcher_that_keeps_its_plans_on_the_kernel_object_is_caught(monkeypatch, device):
+    """The check's witness for state out of the modules' reach: plans kept on the kernel
+    object, beside the compiled variants Triton keeps there, under the call's sizes."""
+    planned = launcher.plan_launch
+
+    def keeping(*args, **keywords):
+        plans = vars(launcher._paged_mqa_logits_kernel).setdefault("launch_plans", {})
+        key = tuple(tuple(a.shape) if hasattr(a, "shape") else a for a in args)
+        if key not in plans:
+            plans[key] = planned(*args, **keywords)
+        return plans[key]
+
+    monkeypatch.setattr(launcher, "plan_launch", keeping)
+    with pytest.raises(AssertionError, match=r"kept attributes on its kernel object.*launch_plans"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
 def _remembering_in_a_closure(planned):
     """A planner made by a factory whose closure keeps the last plan and its sizes, as the
     launcher's module would define it."""
