@@ -772,6 +772,18 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="uniform-batch-table-checked-by-its-first-row",
+        description="validation checks only the first row of a batch whose contexts are all alike (\"a captured"
+                    " graph's uniform batch: one row's check serves all\"): a bad id in another row passes",
+        exposed_by=Exposure("a bad id in the last sequence's table row, every context alike (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and case.base == "three-sequences-alike"),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))], value=m.BinaryOperation(left=m.Name("used"))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"({_code(node.value)})[:1] if bool((lens == lens[0]).all()) else {_code(node.value)}")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="alignment-asked-of-q-too",
         description="validation asks q, as the cache, to start on a 4-byte boundary: a q one byte into its"
                     " buffer, a valid fp8 tensor, is refused",

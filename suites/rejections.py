@@ -1368,13 +1368,13 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     _out_of_range("next_n_lens-past-next-n-and-its-context", "next_n_lens", _next_n_lens_past_next_n_and_its_context,
                   _has_next_n_lens, bases=("small", "small-next-n-1")),
     _out_of_range("block_table-num-blocks-in-last-used-column", "block_table",
-                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform")),
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=True), bases=("small", "small-uniform", "three-sequences-alike")),
     # the next layer's first block: inside the cache's storage, outside the cache
     _out_of_range("block_table-first-block-of-the-next-layer", "block_table",
                   _in_a_pool_of_two_layers(_table_entry(lambda i: i.kv_cache.shape[0], last_column=True)),
                   bases=("small", "small-uniform")),
     _out_of_range("block_table-negative-in-last-used-column", "block_table",
-                  _table_entry(lambda i: -1, last_column=True), bases=("small", "small-uniform")),
+                  _table_entry(lambda i: -1, last_column=True), bases=("small", "small-uniform", "three-sequences-alike")),
     # in the longest sequence, whose last block a check that counts whole blocks leaves out
     _out_of_range("block_table-num-blocks-in-longest-last-used-column", "block_table",
                   _table_entry(lambda i: i.kv_cache.shape[0], last_column=True, longest=True),
@@ -1389,7 +1389,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     _out_of_range("block_table-negative-in-longest-last-used-column", "block_table",
                   _table_entry(lambda i: -1, last_column=True, longest=True)),
     _out_of_range("block_table-num-blocks-in-first-column", "block_table",
-                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=False)),
+                  _table_entry(lambda i: i.kv_cache.shape[0], last_column=False),
+                  bases=("small", "small-uniform", "three-sequences-alike")),
     _out_of_range("block_table-negative-in-first-column", "block_table",
                   _table_entry(lambda i: -1, last_column=False)),
     # the table's largest entry in range: a check of its maximum alone passes it
@@ -1811,6 +1812,8 @@ BASES = {
                                context_lens=[100], max_model_len=128, next_n_lens=None),
     "three-sequences": THREE_SEQUENCES,
     "three-sequences-kvb3": {**THREE_SEQUENCES, "kv_block": 3},
+    # every context alike, each last block holding one token, as a captured graph's uniform batch
+    "three-sequences-alike": {**THREE_SEQUENCES, "context_lens": [33, 33, 33], "next_n_lens": None},
     # the other ways keys are gathered (a whole tile from one block; preshuffled), with rows
     # that run past the last context tile, so the -inf fill past the context runs too
     "three-sequences-kvb64-long-rows": {**THREE_SEQUENCES, "kv_block": 64, "max_model_len": 200},
