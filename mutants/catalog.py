@@ -715,6 +715,29 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="upstream-keyword-taken-and-ignored",
+        description="the launcher takes DeepGEMM's clean_logits among its keywords (\"callers move over"
+                    " unchanged\") and ignores it: a caller asking for the -inf cells to be left alone gets them"
+                    " written, without a word",
+        exposed_by=Exposure("a keyword of the upstream op (an input edit)",
+                            _edit("unknown-keyword-upstream-clean_logits")),
+        site=m.ComparisonTarget(operator=m.NotIn(), comparator=m.Name("TUNING_KNOBS")),
+        mutate=lambda node: node.with_changes(comparator=_expr('(*TUNING_KNOBS, "clean_logits")')),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="knob-given-as-none-refused",
+        description="the launcher takes a knob given as None, the documented default, for an unknown keyword:"
+                    " a caller that forwards a partly set tuning config is refused",
+        exposed_by=Exposure("every knob given as None (an input edit)", _edit("knobs-each-given-as-none")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("unknown"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "[name for name in knobs if name not in TUNING_KNOBS or knobs[name] is None]")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="cache-reinterpreted-from-its-storage",
         description="the launcher reinterprets the cache as fp8 from the start of its storage: a cache that"
                     " starts inside its buffer (one layer of a pool) is read from the buffer's start",
@@ -780,6 +803,17 @@ CATALOG: tuple[Bug, ...] = (
         site=m.Assign(targets=[m.AssignTarget(m.Name("bad"))], value=m.BinaryOperation(left=m.Name("used"))),
         mutate=lambda node: node.with_changes(value=_expr(
             f"({_code(node.value)})[:1] if bool((lens == lens[0]).all()) else {_code(node.value)}")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="max-model-len-of-exactly-type-int",
+        description="validation asks max_model_len to be of type int exactly (\"one test refuses bools, floats"
+                    " and numpy ints\"): an int of the caller's own type, a config enum, is refused",
+        exposed_by=Exposure("max_model_len as an int subclass (an input edit)", _edit("max_model_len-an-int-subclass")),
+        site=m.BooleanOperation(left=m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name("max_model_len")),
+                                                                             m.ZeroOrMore()])),
+        mutate=_replace_with("type(max_model_len) is not int"),
         path=VALIDATION,
         side=HOST,
     ),

@@ -1019,6 +1019,12 @@ def _longest_row_expanded(inputs: OpInputs) -> torch.Tensor:
     return inputs.block_table[int(inputs.context_lens.argmax())].clone().expand(_batch(inputs), -1)
 
 
+def _upstream_schedule_meta(inputs: OpInputs) -> Call:
+    """DeepGEMM's schedule metadata as a keyword: a [SMs + 1, 2] int32 tensor of split bounds."""
+    meta = torch.zeros(device_sms(inputs.q.device) + 1, 2, dtype=torch.int32, device=inputs.q.device)
+    return Call(inputs, {"schedule_meta": meta})
+
+
 def _overlapping_out(inputs: OpInputs) -> Call:
     """The caller's out with each row starting one element before the last one ends."""
     rows, width = _rows(inputs), inputs.max_model_len
@@ -1253,6 +1259,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # integer-like, not an int: what the kernel's launch and torch.empty take as a length differs
     InputEdit("max_model_len-numpy-int", "max_model_len", TypeError,
               _max_model_len(lambda i: numpy.int64(i.max_model_len))),
+    # an int of the caller's own type (a config enum of the model lengths served): an int all the same
+    InputEdit("max_model_len-an-int-subclass", "", None, _max_model_len(lambda i: _ConfiguredInt(i.max_model_len))),
     InputEdit("max_model_len-tensor", "max_model_len", TypeError,
               _max_model_len(lambda i: torch.tensor(i.max_model_len))),
     InputEdit("max_model_len-past-int32-positions", "max_model_len", ValueError,
@@ -1403,6 +1411,12 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     InputEdit("unknown-keyword-none", "block_size", TypeError, _keywords(block_size=None)),
     # a name inside a knob's name: a check by substring of the knobs' list would let it pass
     InputEdit("unknown-keyword-part-of-a-knob", "block", TypeError, _keywords(block=64)),
+    # the keywords of the upstream op this one mirrors (DeepGEMM's): a caller moving over passes
+    # them, and one taken and ignored changes what the caller asked for without a word
+    InputEdit("unknown-keyword-upstream-clean_logits", "clean_logits", TypeError, _keywords(clean_logits=False)),
+    InputEdit("unknown-keyword-upstream-schedule_meta", "schedule_meta", TypeError, _upstream_schedule_meta),
+    # every knob given as None, the documented default: the launcher's choice, as when left out
+    InputEdit("knobs-each-given-as-none", "", None, _keywords(**dict.fromkeys(KNOB_VALUES))),
     InputEdit("block_n-not-a-choice", "block_n", ValueError, _keywords(block_n=48)),
     InputEdit("num_splits-zero", "num_splits", ValueError, _keywords(num_splits=0)),
     # the grid's second axis on CUDA: one more split would not launch
