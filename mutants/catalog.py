@@ -506,6 +506,20 @@ CATALOG: tuple[Bug, ...] = (
             " (SLOT_GROUP, HEADS)), axis=1) > 0.0), context_len - live_rows + offs_m, -1)")),
     ),
     Bug(
+        name="scale-inside-the-relu-past-128-heads",
+        description="past 128 heads each token's scale is applied inside the relu and taken out after the head"
+                    " weight (\"the formula as written, where the accumulator spans two warp groups\"): the same"
+                    " on ordinary data, an overflow or a lost subnormal where the scaled dot leaves float32's range",
+        exposed_by=Exposure("data past the usual range at 256 heads",
+                            _logits(lambda c: c.heads > 128 and c.values not in ("random", "engine-padded"))),
+        site=_WEIGHTED_SCORES,
+        mutate=lambda node: node.with_changes(value=_expr(
+            "((tl.maximum(scores * tl.reshape(tl.broadcast_to(scales[None, :], (TILE_REPEAT, BLOCK_N)),"
+            " (TILE_REPEAT * BLOCK_N,))[:, None], 0.0) * head_weights[None, :] / tl.reshape(tl.broadcast_to("
+            "scales[None, :], (TILE_REPEAT, BLOCK_N)), (TILE_REPEAT * BLOCK_N,))[:, None]) if HEADS > 128"
+            " else tl.maximum(scores, 0.0) * head_weights[None, :])")),
+    ),
+    Bug(
         name="relu-capped-at-the-largest-fp8-product",
         description="the relu also caps a dot at 448 * 448, the largest product of two fp8 values: a dot is a"
                     " sum of D such products, and large queries against large keys pass the cap",
@@ -814,6 +828,36 @@ CATALOG: tuple[Bug, ...] = (
         site=m.BooleanOperation(left=m.Call(func=m.Name("isinstance"), args=[m.Arg(m.Name("max_model_len")),
                                                                              m.ZeroOrMore()])),
         mutate=_replace_with("type(max_model_len) is not int"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="large-batch-contexts-screened-by-their-extremes",
+        description="from 64 sequences on, validation compares the least context with the fewest live rows"
+                    " (\"one reduction each instead of a mask\"): a mid-batch sequence shorter than its own live"
+                    " rows passes",
+        exposed_by=Exposure("a mid-batch context below its live rows in a batch of 1,025 (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and case.base == "many-sequences"
+                            and case.edit == "context_lens-below-its-live-rows-mid-batch"),
+        site=m.Comparison(left=m.Name("lens"), comparisons=[m.ComparisonTarget(operator=m.LessThan(),
+                                                                                comparator=m.Name("live"))]),
+        mutate=_replace_with("((lens.min() < live.min()) if dims.batch >= 64 else (lens < live))"),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="large-batch-table-screened-on-shared-columns-and-last-entries",
+        description="from 64 sequences on, validation checks the table's columns every sequence uses and each"
+                    " sequence's last entry (\"where a decode step appends its block\"): a bad id mid-row passes"
+                    " and the kernel reads outside the cache",
+        exposed_by=Exposure("a bad id mid-row of a mid-batch sequence in a batch of 1,025 (an input edit)",
+                            lambda case: isinstance(case, RejectionCase) and case.base == "many-sequences"
+                            and case.edit == "block_table-num-blocks-mid-row-mid-batch"),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("used"))]),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "((torch.arange(dims.max_blocks)[None, :] < (lens.min() + dims.kv_block - 1) // dims.kv_block)"
+            " | (torch.arange(dims.max_blocks)[None, :] == (lens[:, None] + dims.kv_block - 1) // dims.kv_block - 1)"
+            f") if dims.batch >= 64 else {_code(node.value)}")),
         path=VALIDATION,
         side=HOST,
     ),

@@ -424,14 +424,20 @@ RUNTIME_EXTREMES = tuple([("values", value) for value in VALUES["values"] if val
 def extremes_on_every_branch() -> list[Case]:
     """Every runtime extreme on two more kernels, so that each meets every branch the kernel
     takes by configuration: one query row (one slot a program) on narrow tiles at 128 heads,
-    and a head dim past 128 at eight ragged query rows on one-token blocks. A path a change
+    a head dim past 128 at eight ragged query rows on one-token blocks, and 256 heads of one
+    slot (256 query rows a program). A path a change
     opens for one configuration (a fast path at one query row that folds the scales into the
     weights, a gather of its own for one-token blocks) would otherwise see only random data in
     a small pool there."""
     one_row = replace(BASE, heads=128, head_dim=64, next_n=1, block_n=16, batch=4, context="ragged", splits=3)
     wide = replace(BASE, heads=16, head_dim=512, next_n=8, next_n_lens="ragged", batch=3, kv_block=1, block_n=64,
                    context="ragged", splits=3)
-    return [replace(carrier, **{axis: value}) for carrier in (one_row, wide) for axis, value in RUNTIME_EXTREMES]
+    # past 128 query rows a program, where the launcher's tuning changes: 256 heads of one slot
+    # (not product-heavy data: at 256 heads the key scales that keep its logits ordinary leave
+    # every head weight's product with them inside float32)
+    many_heads = replace(BASE, heads=256, head_dim=32, next_n=1, batch=3, context="ragged", splits=3)
+    return [replace(carrier, **{axis: value}) for carrier in (one_row, wide, many_heads)
+            for axis, value in RUNTIME_EXTREMES if (carrier, value) != (many_heads, "product-heavy")]
 
 
 def situations_on_every_branch() -> list[Case]:

@@ -1025,6 +1025,31 @@ def _upstream_schedule_meta(inputs: OpInputs) -> Call:
     return Call(inputs, {"schedule_meta": meta})
 
 
+def _mid_batch(inputs: OpInputs, fits: Callable[[int], bool]) -> int:
+    """The sequence nearest the middle of the batch that ``fits``: a value there is neither the
+    batch's first, last, least nor greatest, so no screen of the batch's extremes finds it."""
+    batch = _batch(inputs)
+    return min((b for b in range(batch) if fits(b)), key=lambda b: abs(2 * b - batch + 1))
+
+
+def _context_below_its_live_rows_mid_batch(inputs: OpInputs) -> Call:
+    """A mid-batch sequence of two live rows or more given one token fewer than its live rows:
+    at least 1, so the batch's least context still covers its fewest live rows."""
+    b = _mid_batch(inputs, lambda b: _live_rows(inputs, b) >= 2)
+    lens = inputs.context_lens.clone()
+    lens[b] = _live_rows(inputs, b) - 1
+    return Call(replace(inputs, context_lens=lens))
+
+
+def _bad_id_mid_row_mid_batch(inputs: OpInputs) -> Call:
+    """An out-of-range id in a middle column of a mid-batch sequence of three blocks or more:
+    neither a column every sequence uses nor a sequence's first or last."""
+    b = _mid_batch(inputs, lambda b: _used_blocks(inputs, b) >= 3)
+    table = inputs.block_table.clone()
+    table[b, _used_blocks(inputs, b) // 2] = inputs.kv_cache.shape[0]
+    return Call(replace(inputs, block_table=table))
+
+
 def _overlapping_out(inputs: OpInputs) -> Call:
     """The caller's out with each row starting one element before the last one ends."""
     rows, width = _rows(inputs), inputs.max_model_len
@@ -1353,6 +1378,11 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # the first bad entry in row order is not the first in column order
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
+    # one bad value in the middle of the batch, of the row: past the checks of the batch's extremes
+    _out_of_range("context_lens-below-its-live-rows-mid-batch", "context_lens", _context_below_its_live_rows_mid_batch,
+                  lambda i: any(_live_rows(i, b) >= 2 for b in range(_batch(i))), bases=("three-sequences",)),
+    _out_of_range("block_table-num-blocks-mid-row-mid-batch", "block_table", _bad_id_mid_row_mid_batch,
+                  lambda i: any(_used_blocks(i, b) >= 3 for b in range(_batch(i))), bases=("three-sequences",)),
     # rows that share their entries (parallel samples of one prompt, a sliding window), one bad
     # id among them read by the longest, last sequence only
     _out_of_range("block_table-rows-shared-bad-where-only-the-last-reads", "block_table",
