@@ -404,7 +404,9 @@ def wide_blocks() -> list[Case]:
 
 def narrow_programs() -> list[Case]:
     """The fewest heads the narrowest MMA takes beside next_n (one head of 16 slots, 2 heads of
-    8, 8 of 2: 16 query rows, a head sum of 1, 2 or 8 lanes), and a batch of 40 sequences, past
+    8, 8 of 2: 16 query rows, a head sum of 1, 2 or 8 lanes; also on the per-token gather,
+    block-flat and preshuffled, where each slot's few heads meet a gathered key tile), and a
+    batch of 40 sequences, past
     the axes' 10: head counts and a batch beyond the declared values, so curated cases of their
     own."""
     narrow = replace(BASE, heads=16, head_dim=32)
@@ -412,7 +414,11 @@ def narrow_programs() -> list[Case]:
             replace(narrow, heads=2, next_n=8, next_n_lens="ragged", context="diagonal", batch=3, block_n=16),
             replace(narrow, heads=2, next_n=8, context="ragged", batch=3, splits=3),
             replace(narrow, heads=8, next_n=2, context="diagonal", batch=10, block_n=16, splits=3),
-            replace(narrow, batch=40, next_n=3, next_n_lens="ragged", context="ragged", splits=3)]
+            replace(narrow, batch=40, next_n=3, next_n_lens="ragged", context="ragged", splits=3),
+            # and on the per-token gather (16-token blocks under 64-token tiles), block-flat and preshuffled
+            replace(narrow, heads=2, next_n=8, kv_block=16, context="ragged", batch=3, splits=3),
+            replace(narrow, heads=8, next_n=2, kv_block=16, preshuffle=True, next_n_lens="ragged", context="ragged",
+                    batch=3, splits=3)]
 
 
 # the runtime values past the usual range: data (scales, weights, queries, NaNs) and pools
