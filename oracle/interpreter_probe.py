@@ -77,12 +77,19 @@ def observing(observer):
             _restore()
 
 
+def element_extent(tensor) -> tuple[int, int]:
+    """The lowest and highest element offsets, from the view's first element, that the view
+    ``tensor`` can address."""
+    low = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride < 0)
+    high = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride > 0)
+    return low, high
+
+
 def view_extent(tensor) -> tuple[int, int]:
     """[first byte, one past the last byte] that the view ``tensor`` can address."""
     if tensor.numel() == 0:
         return tensor.data_ptr(), tensor.data_ptr()
-    low = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride < 0)
-    high = sum(stride * (size - 1) for stride, size in zip(tensor.stride(), tensor.shape) if stride > 0)
+    low, high = element_extent(tensor)
     return tensor.data_ptr() + low * tensor.element_size(), tensor.data_ptr() + (high + 1) * tensor.element_size()
 
 

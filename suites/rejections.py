@@ -32,7 +32,7 @@ from kernel.tuning import Tuning, device_sms, resolve_tuning
 from kernel.validation import Dims
 from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
-from oracle.interpreter_probe import Observer, observing
+from oracle.interpreter_probe import Observer, element_extent, observing
 from oracle.refusal import Refusal
 from suites.cases import GPU_SM_COUNTS
 from suites.claimed_gpu import claimable, claimed_sms, on_claimed_gpu
@@ -488,6 +488,10 @@ def _batch(inputs: OpInputs) -> int:
     return inputs.q.shape[0]
 
 
+def _first_sequence(inputs: OpInputs) -> int:
+    return 0
+
+
 def _live_rows(inputs: OpInputs, b: int) -> int:
     return inputs.q.shape[1] if inputs.next_n_lens is None else int(inputs.next_n_lens[b])
 
@@ -496,12 +500,13 @@ def _used_blocks(inputs: OpInputs, b: int) -> int:
     return -(-int(inputs.context_lens[b]) // inputs.kv_cache.shape[1])
 
 
-def _context(length: Callable[[OpInputs, int], int], *, first: bool = False) -> Callable[[OpInputs], Call]:
-    """Sequence b's context set to ``length(inputs, b)`` (b the last sequence, or the first),
+def _context(length: Callable[[OpInputs, int], int], *,
+             at: Callable[[OpInputs], int] | None = None) -> Callable[[OpInputs], Call]:
+    """Sequence b's context set to ``length(inputs, b)`` (b the last sequence, or ``at(inputs)``),
     the block table widened as needed and every newly used entry a valid block id."""
 
     def change(inputs: OpInputs) -> Call:
-        b = 0 if first else _batch(inputs) - 1
+        b = _batch(inputs) - 1 if at is None else at(inputs)
         new_length = length(inputs, b)
         kv_block = inputs.kv_cache.shape[1]
         needed = -(-new_length // kv_block)
@@ -1032,13 +1037,10 @@ def _mid_batch(inputs: OpInputs, fits: Callable[[int], bool]) -> int:
     return min((b for b in range(batch) if fits(b)), key=lambda b: abs(2 * b - batch + 1))
 
 
-def _context_below_its_live_rows_mid_batch(inputs: OpInputs) -> Call:
-    """A mid-batch sequence of two live rows or more given one token fewer than its live rows:
-    at least 1, so the batch's least context still covers its fewest live rows."""
-    b = _mid_batch(inputs, lambda b: _live_rows(inputs, b) >= 2)
-    lens = inputs.context_lens.clone()
-    lens[b] = _live_rows(inputs, b) - 1
-    return Call(replace(inputs, context_lens=lens))
+def _mid_batch_of_two_live_rows(inputs: OpInputs) -> int:
+    """A context one below this sequence's live rows is at least 1: the batch's least context
+    still covers its fewest live rows."""
+    return _mid_batch(inputs, lambda b: _live_rows(inputs, b) >= 2)
 
 
 def _bad_id_mid_row_mid_batch(inputs: OpInputs) -> Call:
@@ -1350,11 +1352,11 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     # the first sequence (3 live rows) one token short, the other's 1 live row below it: a
     # bound taken over the batch (the fewest live rows) instead of per sequence lets it through
     _out_of_range("context_lens-below-its-own-next-n-lens", "context_lens",
-                  _context(lambda i, b: _live_rows(i, b) - 1, first=True), bases=("small",)),
+                  _context(lambda i, b: _live_rows(i, b) - 1, at=_first_sequence), bases=("small",)),
     InputEdit("context_lens-at-next-n", "", None, _context(lambda i, b: _live_rows(i, b)),
               bases=("small", "small-uniform")),
-    _out_of_range("context_lens-zero", "context_lens", _context(lambda i, b: 0, first=True)),
-    _out_of_range("context_lens-negative", "context_lens", _context(lambda i, b: -1, first=True)),
+    _out_of_range("context_lens-zero", "context_lens", _context(lambda i, b: 0, at=_first_sequence)),
+    _out_of_range("context_lens-negative", "context_lens", _context(lambda i, b: -1, at=_first_sequence)),
     # every sequence wrong: the message quotes the first (the value differs per sequence)
     _out_of_range("context_lens-every-sequence-past-max-model-len", "context_lens",
                   _every_sequence_bad("context_lens", lambda t, b, i: t.__setitem__(b, i.max_model_len + 1 + b)),
@@ -1379,7 +1381,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     _out_of_range("block_table-bad-entries-across-rows", "block_table", _bad_entries_across_rows,
                   lambda i: _several_sequences(i) and _used_blocks(i, 0) >= 2, quotes="at [0, 1]"),
     # one bad value in the middle of the batch, of the row: past the checks of the batch's extremes
-    _out_of_range("context_lens-below-its-live-rows-mid-batch", "context_lens", _context_below_its_live_rows_mid_batch,
+    _out_of_range("context_lens-below-its-live-rows-mid-batch", "context_lens",
+                  _context(lambda i, b: _live_rows(i, b) - 1, at=_mid_batch_of_two_live_rows),
                   lambda i: any(_live_rows(i, b) >= 2 for b in range(_batch(i))), bases=("three-sequences",)),
     _out_of_range("block_table-num-blocks-mid-row-mid-batch", "block_table", _bad_id_mid_row_mid_batch,
                   lambda i: any(_used_blocks(i, b) >= 3 for b in range(_batch(i))), bases=("three-sequences",)),
@@ -1788,7 +1791,8 @@ def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
 def _spans_fewer_elements_than_it_holds(tensor: torch.Tensor) -> bool:
     """Whether some of the tensor's elements share memory (an expanded row, rows that overlap):
     no copy can give each its own value."""
-    return 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) < tensor.numel()
+    low, high = element_extent(tensor)
+    return high - low + 1 < tensor.numel()
 
 
 def _run_on_its_tensors_with_valid_values(inputs: OpInputs, edited: OpInputs, keywords: dict, op) -> None:

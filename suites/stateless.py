@@ -208,9 +208,9 @@ def check_stateless(case: StatelessCase, op, device) -> None:
         changed = _changes(before, op_state(package))
     if changed:
         raise Refusal(f"calls of the op changed its modules' state, which every later call may read: {changed}")
-    if kernel.kept():  # Triton keeps its own compiled variants on the kernel; the launcher may keep nothing there
-        raise Refusal(f"calls of the op kept attributes on its kernel object, which every later call may read:"
-                      f" {kernel.kept()}")
+    kept = kernel.kept()  # Triton keeps its own compiled variants on the kernel; the launcher may keep nothing there
+    if kept:
+        raise Refusal(f"calls of the op kept attributes on its kernel object, which every later call may read: {kept}")
     if marked:  # a verdict kept on the table outlives a write to it that torch does not see (a kernel's, a graph's)
         raise Refusal(f"calls of the op left attributes on the caller's tensors, which a later call with the same"
                       f" tensor may read: {marked}")
