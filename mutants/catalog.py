@@ -1874,6 +1874,19 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="context-lens-clamped-in-place-after-the-check",
+        description="once validation passed the launcher pins context_lens to max_model_len in place (\"a length"
+                    " updated on the device after the check cannot take the kernel past a row\"): the values"
+                    " stay the same, but every call writes the caller's tensor on its stream, and lengths made"
+                    " under inference mode fail every call outside it",
+        exposed_by=Exposure("any validated call (the inputs' version counters compared after)", _logits(lambda c: True)),
+        site=m.Element(value=m.Name("context_lens")),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "context_lens.clamp_(max=max_model_len) if validate else context_lens")),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="weights-checked-by-count",
         description="weights checked by element count, not shape: transposed weights of the same size pass",
         exposed_by=Exposure("weights in another shape of the same size (an input edit)",

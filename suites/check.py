@@ -12,7 +12,7 @@ results it allocates are two buffers; the launch the op's launcher plans, with t
 tuning policy's choice for the call, a tuning the kernel can run (``unrunnable``: no warp
 splitting a next_n slot's heads, whose sum would then differ in its bits), on the design's
 grid (one program per sequence, slot group and split); a result the op allocated shares memory with no input
-and no other call's result, and no input tensor changes; the
+and no other call's result, and no input tensor changes (in its bits, nor by any in-place write); the
 result it allocates is dense; the planned launch reads the caller's tensors where they lie (no
 copy), and planning under ``validate=False`` reads no tensor value (it plans on meta tensors). On the CPU interpreter every load and store is also bounds checked, and
 every launch's loads, stores and dot FLOPs are held to the model of its work
@@ -86,6 +86,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     given = list(on_device.tensors().values())
     before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
+    versions = [t._version for t in given]
 
     unchecked = {"validate": False} if case.seed % 2 else {}
     # the call into the caller's out passes every input with its size-one dimensions at a stride
@@ -101,6 +102,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
+    check_written_in_place(given, versions)
     if fresh.dtype != torch.float32:
         raise Refusal(f"the op's own result is {fresh.dtype}; the contract's is float32")
     if fresh.is_inference():
@@ -123,6 +125,17 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         raise Refusal(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
+
+
+def check_written_in_place(given: list[torch.Tensor], versions: list[int]) -> None:
+    """No torch operation wrote into an input in place, the same values or not: its version counter
+    moves on any such write (a comparison of bits cannot see one that keeps them, nor one into a
+    tensor too large to copy). Each write costs a kernel on the caller's stream, races any other
+    reader of the tensor, and fails outright on a tensor made under inference mode."""
+    for tensor, version in zip(given, versions):
+        if tensor._version != version:
+            raise Refusal(f"the op wrote into an input tensor of shape {tuple(tensor.shape)} in place (its version"
+                          f" went from {version} to {tensor._version}): the caller's tensors are read only")
 
 
 # the op's keyword defaults, as the contract documents them (singletons, compared by identity)

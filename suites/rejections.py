@@ -1518,12 +1518,12 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     """The launcher of ``op`` (its module's ``plan_launch``; an op without one is its own)
     accepts the edited inputs and plans their launch."""
     planner = launch_planner(op) or op
-    given = _snapshot(edited)
+    given, versions = _snapshot(edited), _versions(edited)
     try:
         planned = planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
         raise Refusal(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
-    _check_unchanged(edit, given, edited)
+    _check_unchanged(edit, given, edited, versions)
     if hasattr(planned, "grid"):
         check_cuda_grid(planned.grid, edit.name)
     if hasattr(planned, "constexprs"):
@@ -1575,7 +1575,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if edit.planned_only:
         _check_planned(edit, edited, keywords, op)
         return
-    given = _snapshot(edited)
+    given, versions = _snapshot(edited), _versions(edited)
     if edit.error is None:
         try:
             with _only_programs_of(call, edited):
@@ -1584,7 +1584,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             raise Refusal(f"{edit.name}: the op rejected valid input: {type(error).__name__}: {error}") from error
         if result is not out:
             raise Refusal(f"{edit.name}: the op did not return the caller's out")
-        _check_unchanged(edit, given, edited)
+        _check_unchanged(edit, given, edited, versions)
         as_given = replace(edited, **given)
         if call.sequences is not None:  # held on the device: q may be gigabytes, of which these are a few rows
             result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
@@ -1605,6 +1605,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
     if edit.primer:
         _call_quietly(op, edited, {**keywords, **edit.primer, "out": None})
+    versions = _versions(edited)  # the priming wrote the valid values in and out
     # the launcher's planning, which callers and tools reach without the op, rejects it alike;
     # asked first, as it launches nothing when it wrongly accepts (65,536 splits would run for hours)
     planner = launch_planner(op)
@@ -1622,7 +1623,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     _check_quotes(edit, message)
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
-    _check_unchanged(edit, given, edited)
+    _check_unchanged(edit, given, edited, versions)
 
 
 def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
@@ -1765,10 +1766,21 @@ VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
 UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
 
 
-def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs) -> None:
+def _versions(inputs: OpInputs) -> dict[str, int]:
+    """Each input's version counter, which any in-place write through torch moves, the same
+    values or not, on a tensor of any size."""
+    return {name: tensor._version for name, tensor in inputs.tensors().items()}
+
+
+def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs,
+                     versions: dict[str, int]) -> None:
     for name, was in before.items():
         if not same_bits(was, getattr(after, name)):
             raise Refusal(f"{edit.name}: the op changed the caller's {name}")
+    for name, version in _versions(after).items():
+        if version != versions[name]:
+            raise Refusal(f"{edit.name}: the op wrote into the caller's {name} in place (its version went from"
+                          f" {versions[name]} to {version}), the same values or not")
 
 
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:

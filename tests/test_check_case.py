@@ -62,8 +62,17 @@ def a_copy_of_the_callers_out(*args, out=None, **keywords):
 
 
 def an_unused_table_entry_rewritten(q, kv_cache, weights, context_lens, block_table, *args, **keywords):
-    block_table[:, -1] = block_table[:, -1] + 1  # a spare column: no logit reads it
+    # a spare column, which no logit reads, written as a kernel's store writes it: through
+    # memory no version counter watches
+    block_table.data[:, -1] += 1
     return reference_op(q, kv_cache, weights, context_lens, block_table, *args, **keywords)
+
+
+def the_lengths_pinned_in_place(q, kv_cache, weights, context_lens, *args, **keywords):
+    """Clamps the caller's lengths to the row in place: the values stay the same (the case's lengths
+    are all within max_model_len), so no comparison of bits sees the write."""
+    context_lens.clamp_(max=args[1])
+    return reference_op(q, kv_cache, weights, context_lens, *args, **keywords)
 
 
 def one_ulp_off_in_the_callers_out(*args, out=None, **keywords):
@@ -104,6 +113,7 @@ WRONG_OPS = {
     "a-result-not-dense": (not_dense, "a fresh .* is dense"),
     "a-copy-of-the-callers-out-returned": (a_copy_of_the_callers_out, "did not return the caller's out"),
     "an-unused-table-entry-rewritten": (an_unused_table_entry_rewritten, "changed an input tensor"),
+    "the-lengths-pinned-in-place": (the_lengths_pinned_in_place, "wrote into an input tensor .* in place"),
     "one-ulp-off-in-the-callers-out": (one_ulp_off_in_the_callers_out, "two runs"),
     "a-buffer-kept-across-calls": (a_buffer_kept_across_calls(), "shares its memory"),
     "a-knob-that-changes-the-last-bit": (a_knob_that_changes_the_last_bit, "and the run with no tuning knob differ"),

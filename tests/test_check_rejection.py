@@ -1,7 +1,7 @@
 """The input edits' checker (``suites/rejections.check_rejection``) refuses what it promises to.
 
 Each wrong op here breaks one promise that no value of the result shows: it writes into an
-input of the caller after computing right, it remembers the value tensors it validated, it
+input of the caller after computing right (or writes its own values back into it), it remembers the value tensors it validated, it
 computes wrong only when told to skip the value checks. A checker that stopped looking (an
 input left out of the comparison, the bad values written back so that the op sees new
 tensors, the unchecked twins of the accepted edits dropped to save time) passes every
@@ -41,6 +41,25 @@ def test_an_op_that_writes_into_an_input_after_computing_fails_an_accepted_edit(
     assert case.base_inputs().next_n_lens is not None
     with pytest.raises(AssertionError, match=f"the op changed the caller's {name}$"):
         check_rejection(case, writing_into(name))
+
+
+def rewriting_in_place(name: str):
+    """Writes the named input's own values back into it before computing (a clamp that the
+    values already meet): no bit changes, yet the caller's tensor was written."""
+    def op(*args, **keywords):
+        position = ("q", "kv_cache", "weights", "context_lens", "block_table").index(name) \
+            if name != "next_n_lens" else None
+        tensor = args[position] if position is not None else keywords["next_n_lens"]
+        tensor.copy_(tensor.clone())
+        return kernel.fp8_paged_mqa_logits(*args, **keywords)
+    return op
+
+
+@pytest.mark.parametrize("case_id", ["accept-unchanged", "reject-context_lens-zero"])
+@pytest.mark.parametrize("name", ["kv_cache", "context_lens", "next_n_lens"])
+def test_an_op_that_rewrites_an_input_with_its_own_values_fails_an_edit(name, case_id):
+    with pytest.raises(AssertionError, match=f"the op wrote into the caller's {name} in place"):
+        check_rejection(CASES[case_id], rewriting_in_place(name))
 
 
 def remembering_what_it_validated(key):
