@@ -1942,6 +1942,54 @@ CATALOG: tuple[Bug, ...] = (
         side=HOST,
     ),
     Bug(
+        name="narrower-default-tile-past-512-heads",
+        description="the default tile is 32 tokens from 512 heads on (\"a program of 512 query rows leaves"
+                    " shared memory for narrow tiles only\"), a policy change with no benchmark: the same"
+                    " values, another speed for every call of 512 heads or more",
+        exposed_by=Exposure("the pinned defaults, whose grid has 512 and 1,024 heads", lambda case: isinstance(case, DefaultsCase)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("block_n"))], value=m.Integer("64")),
+        mutate=lambda node: node.with_changes(value=_expr("32 if dims.heads >= 512 else 64")),
+        path=TUNING,
+        side=HOST,
+    ),
+    Bug(
+        name="query-tile-bound-over-every-slot",
+        description="the query tile bound counts the query rows of every next_n slot, pasted from the"
+                    " narrowest-MMA check above it, not one slot's heads: valid calls of a wide head dim and"
+                    " several slots (16 heads, D=512, next_n 32; 256 heads, D=512, next_n 2) are refused",
+        exposed_by=Exposure("the pinned defaults, each shape's call planned", lambda case: isinstance(case, DefaultsCase)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("narrowest_tile"))]),
+        mutate=lambda node: node.with_changes(value=_expr("query_rows * head_dim")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="context-lens-error-quotes-the-live-rows",
+        description="the context_lens error quotes live[b], pasted from the next_n_lens check beside it, where"
+                    " the bad length belongs: a length of 65 past max_model_len reads \"got 3 at b=1\", a value"
+                    " that is fine (the verdict unchanged)",
+        exposed_by=Exposure("a context_lens value edit (the quoted value held to the call's)",
+                            lambda case: isinstance(case, RejectionCase) and case.edit.startswith("context_lens-")),
+        site=m.FormattedStringExpression(expression=m.Call(func=m.Name("int"), args=[m.Arg(m.Subscript(
+            value=m.Name("lens")))])),
+        mutate=lambda node: node.with_changes(expression=_expr("int(live[b])")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="table-error-names-the-table-width-as-num-blocks",
+        description="the block_table error names the table's width as num_blocks (dims.max_blocks for"
+                    " dims.num_blocks): on a pool of 8 blocks and a table of 5 columns, ids 5 to 7 are accepted,"
+                    " yet the message says they must lie in [0, num_blocks=5)",
+        exposed_by=Exposure("a block_table value edit on a pool of another size than the table's width (the"
+                            " named bound held to the call's)",
+                            lambda case: isinstance(case, RejectionCase) and case.edit.startswith("block_table-")),
+        site=m.FormattedStringExpression(expression=m.Attribute(value=m.Name("dims"), attr=m.Name("num_blocks"))),
+        mutate=lambda node: node.with_changes(expression=_expr("dims.max_blocks")),
+        path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
         name="zero-last-stride-accepted",
         description="the unit-stride check of a tensor whose rows may stride also takes a last stride of 0,"
                     " meant for shared rows but on the wrong axis: a table row that is one id repeated passes",

@@ -477,6 +477,34 @@ def narrow_tiles_at_one_slot() -> list[Case]:
             + _cross(small, heads=(128,), head_dim=(32,), block_n=(16, 32), next_n=(1,)))
 
 
+def preshuffled_situations() -> list[Case]:
+    """Preshuffled keys, on a block of one tile and on blocks narrower than it, in the runtime
+    situations the flat layout meets across its axes: a context shorter than one tile, one
+    tile, the causal diagonal across tile and split edges, a context of next_n tokens; at
+    next_n 3 in slot groups of two, the second half padding. A transposed tile that a change
+    loads, masks or skips another way on a first, last or only tile would otherwise meet them
+    on the flat layout only."""
+    grouped = replace(BASE, heads=32, head_dim=64, preshuffle=True, next_n=3, slots_per_program=2, batch=3, splits=3)
+    return [replace(grouped, kv_block=kv_block, context=context, next_n_lens=lens,
+                    batch=10 if context == "diagonal" else grouped.batch)
+            for kv_block in (16, 64)
+            for context, lens in (("short", "none"), ("one-tile", "ragged"), ("diagonal", "ragged"),
+                                  ("equals-nn", "ragged"))]
+
+
+def tables_in_slot_groups() -> list[Case]:
+    """The block tables that end at their last column or are a column slice of a wider one,
+    on every gather path, and pools past 2 GiB on the per-token gathers, each in several slot
+    groups of ragged live rows: a group past the first reads the table and the pool through
+    offsets of its own."""
+    grouped = replace(BASE, heads=32, head_dim=64, next_n=8, next_n_lens="ragged", slots_per_program=2, batch=3,
+                      splits=3)
+    return ([_on_gather_path(replace(grouped, table=table), layouts[0])
+             for layouts in GATHER_PATHS.values() for table in ("exact", "column-slice")]
+            + [_on_gather_path(replace(grouped, pool="over-2gib"), GATHER_PATHS[path][0])
+               for path in ("per token, flat", "per token, preshuffle")])
+
+
 def curated() -> list[Case]:
     small = replace(BASE, heads=32, head_dim=64)
     default_tuned = replace(BASE, block_n=None, splits=None, num_warps=None, num_stages=None)
@@ -555,6 +583,8 @@ def curated() -> list[Case]:
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     cases += extremes_on_every_branch()
     cases += situations_on_every_branch()
+    cases += preshuffled_situations()
+    cases += tables_in_slot_groups()
     # the causal diagonal across tile and split edges, every live-row count
     cases += [replace(small, context="diagonal", next_n=next_n, batch=10, splits=splits, next_n_lens=lens)
               for next_n in (2, 3, 8) for splits in (1, 2, 3) for lens in ("none", "ragged")]

@@ -17,7 +17,9 @@ it, as ``suites.check.check_case`` runs a ``Case``.
 
 import functools
 import math
+import operator
 import os
+import re
 import sys
 import tempfile
 import zlib
@@ -35,7 +37,7 @@ from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, element_extent, observing
 from oracle.refusal import Refusal
 from suites.cases import GPU_SM_COUNTS
-from suites.claimed_gpu import claimable, claimed_sms, on_claimed_gpu
+from suites.claimed_gpu import ClaimedGpuTensor, claimable, claimed_sms, on_claimed_gpu
 from suites.host_copies import copies_in_flight
 
 SENTINEL = 1234.5
@@ -1851,7 +1853,59 @@ def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str
                           f" {message}") from error
     else:
         raise Refusal(f"{edit.name}: {who} accepted the input; expected {expected}")
+    _check_quoted_values(edit, message, edited, who)
     return message
+
+
+def _call_quantities(inputs: OpInputs) -> dict[str, int]:
+    """The sizes a message may name, as the call has them; one the edited call does not have
+    (a tensor of another rank, a length that is no int) is left out."""
+    measures = {"H": lambda: inputs.q.shape[2], "D": lambda: inputs.q.shape[3], "next_n": lambda: inputs.q.shape[1],
+                "KVB": lambda: inputs.kv_cache.shape[1], "num_blocks": lambda: inputs.kv_cache.shape[0],
+                "max_model_len": lambda: operator.index(inputs.max_model_len),
+                "max_blocks*KVB": lambda: inputs.block_table.shape[-1] * inputs.kv_cache.shape[1]}
+    quantities = {}
+    for name, measure in measures.items():
+        try:
+            quantities[name] = int(measure())
+        except (AttributeError, IndexError, TypeError):
+            pass
+    return quantities
+
+
+def _values_of(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor whose elements can be read one by one: a claimed GPU tensor's host values."""
+    return tensor.values if isinstance(tensor, ClaimedGpuTensor) else tensor
+
+
+def _check_quoted_values(edit: InputEdit, message: str, edited: OpInputs, who: str) -> None:
+    """Every size the message names (``num_blocks=8``) is the call's, and a value it quotes at
+    a position (``got 65 at b=1``, ``got 8 at [0, 2]``) is the one the argument holds there: a
+    message that points at a value the call does not have sends its reader after a good one."""
+    def wrong(what: str) -> Refusal:
+        return Refusal(f"{edit.name}: {who}'s message {what}: {message}")
+
+    for name, value in _call_quantities(edited).items():
+        for quoted in re.findall(rf"(?<![\w*\[]){re.escape(name)}=(-?\d+)", message):
+            if int(quoted) != value:
+                raise wrong(f"names {name}={quoted}; the call's is {value}")
+    argument = message.split(":", 1)[0]
+    tensor = getattr(edited, argument, None) if argument in VALUE_TENSORS else None
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type == "meta":
+        return
+    for quoted, *position in re.findall(r"got (-?\d+) at (?:b=(\d+)|\[(\d+), (\d+)\])", message):
+        index = tuple(int(i) for i in position if i)
+        if index[0] >= tensor.shape[0] or len(index) != tensor.dim():
+            raise wrong(f"quotes position {list(index)}, which {argument} of shape {tuple(tensor.shape)} lacks")
+        held = int(_values_of(tensor)[index])
+        if int(quoted) != held:
+            raise wrong(f"quotes {quoted} at {list(index)}, where {argument} holds {held}")
+    live = re.search(r"next_n_lens\[b\]=(-?\d+).* at b=(\d+)", message)
+    if live:
+        quoted, b = (int(g) for g in live.groups())
+        held = edited.q.shape[1] if edited.next_n_lens is None else int(_values_of(edited.next_n_lens)[b])
+        if quoted != held:
+            raise wrong(f"names next_n_lens[b]={quoted} at b={b}, where the sequence's live rows are {held}")
 
 
 # ragged contexts of 13 to 24 blocks of 64 tokens: every split of a GPU's grid has tiles

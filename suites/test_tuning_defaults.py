@@ -7,9 +7,9 @@ import re
 import sys
 
 import pytest
-import torch
 
 import kernel.tuning
+import kernel.validation
 import suites.check
 import suites.tuning_defaults
 from kernel import fp8_paged_mqa_logits
@@ -18,7 +18,8 @@ from suites.cases import Case
 from suites.check import build_inputs, check_planned_launch
 from suites.rejections import GRID_Y_LIMIT
 from suites.runnable import check, from_dict, to_dict
-from suites.tuning_defaults import DefaultsCase, PinnedShape, chosen, defaults_cases, illegal, main, pinned_shapes
+from suites.tuning_defaults import (DefaultsCase, PinnedShape, chosen, defaults_cases, illegal, main, meta_call,
+                                    pinned_shapes)
 
 CASES = defaults_cases()
 LAUNCHER = sys.modules[fp8_paged_mqa_logits.__module__]
@@ -44,15 +45,17 @@ def test_every_pinned_shape_is_an_input_the_op_takes_under_its_own_key():
     shapes = pinned_shapes()
     assert len({shape.key for shape in shapes}) == len(shapes)
     for shape in {dataclasses.replace(s, block_n=None, slots="default") for s in shapes}:
-        dims = shape.dims()
-        meta = dict(device="meta")
-        q = torch.empty(dims.batch, dims.next_n, dims.heads, dims.head_dim, dtype=torch.float8_e4m3fn, **meta)
-        kv_cache = torch.empty(dims.num_blocks, dims.kv_block, 1, dims.head_dim + 4, dtype=torch.uint8, **meta)
-        weights = torch.empty(dims.batch * dims.next_n, dims.heads, **meta)
-        context_lens = torch.empty(dims.batch, dtype=torch.int32, **meta)
-        block_table = torch.empty(dims.batch, dims.max_blocks, dtype=torch.int32, **meta)
-        assert check_inputs(q, kv_cache, weights, context_lens, block_table, shape.tokens, next_n_lens=None,
-                            preshuffle=shape.preshuffle, out=None, check_values=False) == dims, shape.key
+        q, kv_cache, weights, context_lens, block_table, max_model_len = meta_call(shape)
+        assert check_inputs(q, kv_cache, weights, context_lens, block_table, max_model_len, next_n_lens=None,
+                            preshuffle=shape.preshuffle, out=None, check_values=False) == shape.dims(), shape.key
+
+
+def test_a_shape_check_stricter_than_the_contract_fails_the_defaults_case(monkeypatch):
+    """A query tile bound of half the contract's refuses the pinned shapes of 256 heads at
+    head dim 512 (and of 1,024 at 128): the defaults case plans every pinned shape's call."""
+    monkeypatch.setattr(kernel.validation, "MAX_QUERY_TILE_BYTES", 64 * 1024)
+    with pytest.raises(AssertionError, match="a call the contract takes, yet the launcher refuses it: ValueError: q:"):
+        check(DefaultsCase("cpu"), fp8_paged_mqa_logits, "cpu")
 
 
 @pytest.mark.parametrize("constant, value", [("PROGRAMS_PER_SM", 25), ("MIN_TILES_PER_PROGRAM", 3),

@@ -82,6 +82,13 @@ LARGE_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch"
 NARROW_BLOCKS = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256), "next_n": (1, 3),
                  "layout": ((16, False), (16, True), (32, False)), "tokens": SHAPES["tokens"],
                  "block_n": SHAPES["block_n"]}
+# the head counts on either side of the grid's (2 and 8 heads, each slot group several slots
+# wide; 512 and 1,024, one slot past the default's 128 query rows), at the tile widths no other
+# grid crosses with them (32 tokens among them), next_n to 8, in the launcher's slot groups
+# and in one
+HEADS_PAST_THE_GRID = {**{axis: values[:1] for axis, values in SHAPES.items()}, "batch": (3, 256),
+                       "next_n": (1, 2, 3, 8), "heads": (2, 8, 512, 1024), "layout": ((16, False), (64, False), (64, True)),
+                       "tokens": (1024, 32768), "block_n": (None, 32), "slots": SHAPES["slots"]}
 WARP_COUNTS = (1, 2, 4, 8, 16, 32)
 # shapes whose defaults are held runnable, not pinned: every next_n to 8, batches on both
 # sides of each SM count, tables to production lengths (DeepSeek-V3.2's 163,840 tokens) and
@@ -172,7 +179,7 @@ class PinnedShape:
 @functools.cache
 def pinned_shapes() -> tuple[PinnedShape, ...]:
     """Every shape whose defaults the table pins."""
-    grids = (SHAPES, HEAD_DIM_SHAPES, NARROW_HEADS, UNEVEN_BLOCKS, LARGE_BLOCKS, NARROW_BLOCKS)
+    grids = (SHAPES, HEAD_DIM_SHAPES, NARROW_HEADS, UNEVEN_BLOCKS, LARGE_BLOCKS, NARROW_BLOCKS, HEADS_PAST_THE_GRID)
     shapes = [PinnedShape(**dict(zip(grid, point))) for grid in grids for point in itertools.product(*grid.values())]
     # a narrow grid's corners where the heads are too few for next_n to fill the narrowest MMA
     return tuple(s for s in shapes if s.heads * _padded_next_n(s.next_n) >= KERNEL_MIN_QUERY_ROWS)
@@ -292,10 +299,36 @@ def _accepts(launcher, dims, sms: int, block_n: int, num_warps: int, slots: int 
     return True
 
 
+def meta_call(shape: PinnedShape) -> tuple:
+    """The positional arguments of the op's call of ``shape``, on tensors of the meta device
+    (shapes only: no value, no memory)."""
+    def meta(*size, dtype):
+        return torch.empty(size, dtype=dtype, device="meta")
+
+    return (meta(shape.batch, shape.next_n, shape.heads, shape.head_dim, dtype=torch.float8_e4m3fn),
+            meta(shape.batch * shape.max_blocks, shape.kv_block, 1, shape.head_dim + 4, dtype=torch.uint8),
+            meta(shape.batch * shape.next_n, shape.heads, dtype=torch.float32), meta(shape.batch, dtype=torch.int32),
+            meta(shape.batch, shape.max_blocks, dtype=torch.int32), shape.tokens)
+
+
+def refusal_of(launcher, shape: PinnedShape) -> str | None:
+    """Why the launcher's ``plan_launch`` refuses the call of ``shape`` with its knobs
+    (``validate=False``: shapes, layouts and knobs only), or None. Every pinned shape is a call
+    the contract takes, so the launcher's defaults and its checks answer the same space: a
+    shape check stricter than the contract (a query tile bound counted over every next_n slot
+    rather than one slot's heads) refuses some of them."""
+    try:
+        launcher.plan_launch(*meta_call(shape), preshuffle=shape.preshuffle, block_n=shape.block_n,
+                             slots_per_program=shape.slots_per_program, validate=False)
+    except (ValueError, TypeError, RuntimeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
 def check_defaults(case: DefaultsCase, op) -> None:
     """Raise AssertionError, naming the first shape, unless the launcher of ``op`` picks
     what the kernel can run (on the pinned grid and the runnable sweep) and the pinned
-    defaults."""
+    defaults, and plans every pinned shape's call."""
     launcher = sys.modules[op.__module__]
     pinned = json.loads(TABLE.read_text())[case.sms]
     where = f"tuning at {case.sms} SMs"
@@ -309,6 +342,11 @@ def check_defaults(case: DefaultsCase, op) -> None:
         have, want = _spelled(tuning), pinned["defaults"].get(shape.key)
         if have != want:
             raise Refusal(f"{where}, {shape.key}: ({', '.join(KNOBS)}) {have}, pinned {want}")
+    if case.sms == "cpu":  # the shape checks read no SM count: once
+        for shape in pinned_shapes():
+            refused = refusal_of(launcher, shape)
+            if refused is not None:
+                raise Refusal(f"{shape.key}: a call the contract takes, yet the launcher refuses it: {refused}")
     outside = sorted(pinned["defaults"].keys() - {shape.key for shape in pinned_shapes()})
     if outside:
         raise Refusal(f"{where}, {outside[0]}: pinned, yet no shape of the grid")

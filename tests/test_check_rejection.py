@@ -9,6 +9,7 @@ correct kernel; only these ops show the promise is still held.
 """
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -60,6 +61,32 @@ def rewriting_in_place(name: str):
 def test_an_op_that_rewrites_an_input_with_its_own_values_fails_an_edit(name, case_id):
     with pytest.raises(AssertionError, match=f"the op wrote into the caller's {name} in place"):
         check_rejection(CASES[case_id], rewriting_in_place(name))
+
+
+def misquoting(pattern: str):
+    """Rejects as the op does, with the first number ``pattern`` captures in the message one
+    more than the op said: a value or a bound the call does not have."""
+    def op(*args, **keywords):
+        try:
+            return kernel.fp8_paged_mqa_logits(*args, **keywords)
+        except ValueError as error:
+            message = re.sub(pattern, lambda m: m.group(0).replace(m.group(1), str(int(m.group(1)) + 1)), str(error),
+                             count=1)
+            raise ValueError(message) from None
+    return op
+
+
+@pytest.mark.parametrize("case_id, pattern, complaint", [
+    ("reject-context_lens-zero", r"got (-?\d+) at b=", "quotes 1 at \\[0\\], where context_lens holds 0"),
+    ("reject-block_table-negative-in-first-column", r"got (-?\d+) at \[", "where block_table holds -1"),
+    ("reject-context_lens-zero", r"next_n_lens\[b\]=(\d+)", "names next_n_lens\\[b\\]=4 at b=0"),
+    ("reject-block_table-negative-in-first-column", r"num_blocks=(\d+)", "names num_blocks=.*; the call's is"),
+    ("reject-context_lens-past-max-model-len", r"max_model_len=(\d+)", "names max_model_len=.*; the call's is"),
+])
+def test_a_message_that_quotes_a_value_the_call_does_not_have_fails(case_id, pattern, complaint):
+    check_rejection(CASES[case_id], kernel.fp8_paged_mqa_logits)
+    with pytest.raises(AssertionError, match=complaint):
+        check_rejection(CASES[case_id], misquoting(pattern))
 
 
 def remembering_what_it_validated(key):
