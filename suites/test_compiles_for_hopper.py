@@ -26,6 +26,20 @@ pytestmark = pytest.mark.triton_version
 _GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]*global|cp\.async|cp\.reduce\.async)")
 
 
+# a global load or an asynchronous copy from global memory, and the cache policies PTX can put
+# on one: eviction priorities, an L2 policy operand, streaming and last-use loads
+_GLOBAL_LOAD = re.compile(r"^\s*(@!?%\w+\s+)?(ld\.[\w.:]*global|cp\.async)")
+_CACHE_HINT = re.compile(r"evict_|L2::cache_hint|\.cs\b|\.lu\b")
+
+
+def hinted_loads(ptx: str) -> list[str]:
+    """The global loads (and async copies) of ``ptx`` that carry a cache policy. The kernel
+    leaves every load to the default: the slot groups of a sequence, and its splits' programs
+    of other groups, read the same key tiles, which they find in L2 only if nobody marked them
+    first to go (the -inf fill's stores, which nobody reads back, are the only hinted ones)."""
+    return [line.strip() for line in ptx.splitlines() if _GLOBAL_LOAD.match(line) and _CACHE_HINT.search(line)]
+
+
 # a branch, or the label of a basic block (not of line information): some programs may not run
 # what follows
 _CONTROL_FLOW = re.compile(r"^\s*((@!?%\w+\s+)?bra(\.uni)?\s|\$L__BB\w*:)")
@@ -85,6 +99,7 @@ def compile_covering() -> None:
         try:
             compiled = compile_target(target)
             shared, order = compiled.metadata.shared, ptx_order(compiled.asm["ptx"])
+            order["hinted_loads"] = hinted_loads(compiled.asm["ptx"])[:3]
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
@@ -119,6 +134,9 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
     skipped = [(r["key"], not_run_by_every_program(r)) for r in records if not_run_by_every_program(r)]
     assert not skipped, f"{len(skipped)} of {len(records)} configurations run a grid dependency mark in some" \
                         f" programs only (after a branch): {skipped[0]}"
+    hinted = [(r["key"], r["hinted_loads"]) for r in records if r["hinted_loads"]]
+    assert not hinted, f"{len(hinted)} of {len(records)} configurations load global memory with a cache policy" \
+                       f" (keys that other programs read again leave L2 first): {hinted[0]}"
 
 
 def compile_dependent_launches() -> None:
@@ -185,6 +203,24 @@ def test_a_grid_mark_behind_a_branch_is_not_run_by_every_program(dependents, eve
     assert order["wait_everywhere"] and order["launch_dependents"] < order["access"]
     assert order["launch_dependents_everywhere"] is everywhere
     assert not_run_by_every_program(order) == ([] if everywhere else ["launch_dependents"])
+
+
+def test_a_load_with_a_cache_policy_is_found_and_the_fills_hinted_store_is_not():
+    """The PTX reading's witness: a key load marked to leave first (``eviction_policy=
+    "evict_first"`` on the tile loop's loads compiles to async copies with an L2 policy) is
+    found, in each form PTX spells it; the fill's hinted store and plain loads are not."""
+    ptx = "\n".join([
+        "\tcreatepolicy.fractional.L2::evict_first.b64 %rd78, 1.0;",
+        "\t@%p27 st.global.L1::evict_first.L2::cache_hint.b32 [ %rd77 + 0 ], { %r575 }, %rd78;",
+        "\tld.global.b32 \t%r2, [%rd1];",
+        "\t@%p3 cp.async.cg.shared.global [ %r9 + 0 ], [ %rd5 + 0 ], 0x10, %r10;",
+        "\t@%p4 cp.async.cg.shared.global.L2::cache_hint [ %r11 + 0 ], [ %rd6 + 0 ], 0x10, %r12, %rd78;",
+        "\tld.global.L1::evict_first.v4.b32 \t{%r1, %r2, %r3, %r4}, [%rd2];",
+        "\tld.global.cs.b32 \t%r5, [%rd3];",
+    ])
+    assert [line.split()[0:2] for line in hinted_loads(ptx)] == [
+        ["@%p4", "cp.async.cg.shared.global.L2::cache_hint"], ["ld.global.L1::evict_first.v4.b32", "{%r1,"],
+        ["ld.global.cs.b32", "%r5,"]]
 
 
 # an asynchronous copy to shared memory in PTX: the software pipeline's loads
