@@ -27,9 +27,10 @@ _GLOBAL_ACCESS = re.compile(r"^\s*(@!?%\w+\s+)?((ld|st|atom|red|prefetch)\.[\w.]
 
 
 # a global load or an asynchronous copy from global memory, and the cache policies PTX can put
-# on one: eviction priorities, an L2 policy operand, streaming and last-use loads
+# on one: eviction priorities, an L2 policy operand, streaming, last-use and uncached loads,
+# and the volatile ones no cache may serve
 _GLOBAL_LOAD = re.compile(r"^\s*(@!?%\w+\s+)?(ld\.[\w.:]*global|cp\.async)")
-_CACHE_HINT = re.compile(r"evict_|L2::cache_hint|\.cs\b|\.lu\b")
+_CACHE_HINT = re.compile(r"evict_|L2::cache_hint|\.(cs|lu|cv|volatile)\b")
 
 
 def hinted_loads(ptx: str) -> list[str]:
@@ -217,10 +218,11 @@ def test_a_load_with_a_cache_policy_is_found_and_the_fills_hinted_store_is_not()
         "\t@%p4 cp.async.cg.shared.global.L2::cache_hint [ %r11 + 0 ], [ %rd6 + 0 ], 0x10, %r12, %rd78;",
         "\tld.global.L1::evict_first.v4.b32 \t{%r1, %r2, %r3, %r4}, [%rd2];",
         "\tld.global.cs.b32 \t%r5, [%rd3];",
+        "\tld.volatile.global.b32 \t%r6, [%rd4];",
     ])
     assert [line.split()[0:2] for line in hinted_loads(ptx)] == [
         ["@%p4", "cp.async.cg.shared.global.L2::cache_hint"], ["ld.global.L1::evict_first.v4.b32", "{%r1,"],
-        ["ld.global.cs.b32", "%r5,"]]
+        ["ld.global.cs.b32", "%r5,"], ["ld.volatile.global.b32", "%r6,"]]
 
 
 # an asynchronous copy to shared memory in PTX: the software pipeline's loads
