@@ -34,11 +34,14 @@ _CACHE_HINT = re.compile(r"evict_|L2::cache_hint|\.(cs|lu|cv|volatile)\b")
 
 
 def hinted_loads(ptx: str) -> list[str]:
-    """The global loads (and async copies) of ``ptx`` that carry a cache policy. The kernel
-    leaves every load to the default: the slot groups of a sequence, and its splits' programs
-    of other groups, read the same key tiles, which they find in L2 only if nobody marked them
-    first to go (the -inf fill's stores, which nobody reads back, are the only hinted ones)."""
-    return [line.strip() for line in ptx.splitlines() if _GLOBAL_LOAD.match(line) and _CACHE_HINT.search(line)]
+    """The global loads (and async copies) of ``ptx`` that carry a cache policy, and any line
+    that makes lines persist in L2 (``evict_last``, on a store too). The kernel leaves every
+    load to the default: the slot groups of a sequence, and its splits' programs of other
+    groups, read the same key tiles, which they find in L2 only if nobody marked them first to
+    go, nor filled L2 with lines marked to stay (the logits outgrow it at long contexts). The
+    -inf fill's stores, which nobody reads back, are the only hinted ones, to leave first."""
+    return [line.strip() for line in ptx.splitlines()
+            if (_GLOBAL_LOAD.match(line) and _CACHE_HINT.search(line)) or "evict_last" in line]
 
 
 # a branch, or the label of a basic block (not of line information): some programs may not run
@@ -137,7 +140,7 @@ def test_every_branch_the_suite_takes_compiles_for_sm90():
                         f" programs only (after a branch): {skipped[0]}"
     hinted = [(r["key"], r["hinted_loads"]) for r in records if r["hinted_loads"]]
     assert not hinted, f"{len(hinted)} of {len(records)} configurations load global memory with a cache policy" \
-                       f" (keys that other programs read again leave L2 first): {hinted[0]}"
+                       f" or make lines persist in L2 (keys that other programs read again leave L2 first): {hinted[0]}"
 
 
 def compile_dependent_launches() -> None:
@@ -209,7 +212,8 @@ def test_a_grid_mark_behind_a_branch_is_not_run_by_every_program(dependents, eve
 def test_a_load_with_a_cache_policy_is_found_and_the_fills_hinted_store_is_not():
     """The PTX reading's witness: a key load marked to leave first (``eviction_policy=
     "evict_first"`` on the tile loop's loads compiles to async copies with an L2 policy) is
-    found, in each form PTX spells it; the fill's hinted store and plain loads are not."""
+    found, in each form PTX spells it, and so is a store that makes its lines persist
+    (``evict_last`` on the logits); the fill's hinted store and plain loads are not."""
     ptx = "\n".join([
         "\tcreatepolicy.fractional.L2::evict_first.b64 %rd78, 1.0;",
         "\t@%p27 st.global.L1::evict_first.L2::cache_hint.b32 [ %rd77 + 0 ], { %r575 }, %rd78;",
@@ -219,10 +223,13 @@ def test_a_load_with_a_cache_policy_is_found_and_the_fills_hinted_store_is_not()
         "\tld.global.L1::evict_first.v4.b32 \t{%r1, %r2, %r3, %r4}, [%rd2];",
         "\tld.global.cs.b32 \t%r5, [%rd3];",
         "\tld.volatile.global.b32 \t%r6, [%rd4];",
+        "\tcreatepolicy.fractional.L2::evict_last.b64 %rd77, 1.0;",
+        "\t@%p10 st.global.L1::evict_last.L2::cache_hint.b32 [ %rd78 + 0 ], { %r255 }, %rd77;",
     ])
     assert [line.split()[0:2] for line in hinted_loads(ptx)] == [
         ["@%p4", "cp.async.cg.shared.global.L2::cache_hint"], ["ld.global.L1::evict_first.v4.b32", "{%r1,"],
-        ["ld.global.cs.b32", "%r5,"], ["ld.volatile.global.b32", "%r6,"]]
+        ["ld.global.cs.b32", "%r5,"], ["ld.volatile.global.b32", "%r6,"],
+        ["createpolicy.fractional.L2::evict_last.b64", "%rd77,"], ["@%p10", "st.global.L1::evict_last.L2::cache_hint.b32"]]
 
 
 # an asynchronous copy to shared memory in PTX: the software pipeline's loads
