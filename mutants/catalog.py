@@ -305,6 +305,19 @@ CATALOG: tuple[Bug, ...] = (
             value=_expr(f"({_code(node.value)}).to(tl.bfloat16).to(tl.float32)")),
     ),
     Bug(
+        name="logits-stamped-with-the-token-slot",
+        description="each logit's six low mantissa bits carry its token's slot (\"ties break the same way in"
+                    " every top-k\"): every logit moves by up to 2**-17 of itself, inside 2**-16 of its cell's"
+                    " absolute-value sum",
+        exposed_by=Exposure("any context (the interpreter's exact products and its tighter bound)",
+                            _logits(lambda c: True)),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("logits"))],
+                      value=m.BinaryOperation(left=m.Name("logits"), operator=m.Multiply())),
+        mutate=lambda node: node.with_changes(value=_expr(
+            f"((({_code(node.value)}).to(tl.int32, bitcast=True) & -64) | (offs_p % 64)[:, None])"
+            ".to(tl.float32, bitcast=True)")),
+    ),
+    Bug(
         name="wrong-head-weight",
         description="every next_n slot reads the head weights of slot 0",
         exposed_by=Exposure("next_n >= 2", _logits(lambda c: c.next_n >= 2)),

@@ -55,6 +55,25 @@ def test_on_the_interpreter_the_gate_catches_head_weights_rounded_to_bfloat16(in
         compare_logits(got, *reference, rtol=INTERPRETER_TOLERANCE)
 
 
+def test_on_the_interpreter_the_gate_catches_six_low_bits_of_each_logit_overwritten():
+    """A change of each logit far inside the compiled bound, and inside 2**-16 of its cell's
+    absolute-value sum: the token's slot stamped into the six low mantissa bits (a "tie
+    break"), which the interpreter's bound refuses where a logit is its whole sum (every
+    product of one sign, as `product-heavy` data nears; where products cancel, the sum hides
+    so small a change, and random data passes with it)."""
+    from oracle.compare import INTERPRETER_TOLERANCE, RELATIVE_TOLERANCE
+
+    expected = torch.linspace(1.0, 3.0, 4 * 256, dtype=torch.float64).reshape(4, 256)
+    got = expected.to(torch.float32)
+    slots = (torch.arange(256) % 64).to(torch.int32).expand_as(got)
+    stamped = ((got.view(torch.int32) & -64) | slots).view(torch.float32)
+    compare_logits(got, expected, expected.abs(), rtol=INTERPRETER_TOLERANCE)
+    compare_logits(stamped, expected, expected.abs(), rtol=RELATIVE_TOLERANCE)
+    compare_logits(stamped, expected, expected.abs(), rtol=2.0**-16)
+    with pytest.raises(LogitsMismatch, match="out of tolerance"):
+        compare_logits(stamped, expected, expected.abs(), rtol=INTERPRETER_TOLERANCE)
+
+
 def test_the_bound_is_the_interpreters_on_the_cpu_and_the_tensor_cores_on_a_gpu():
     from oracle.compare import INTERPRETER_TOLERANCE, RELATIVE_TOLERANCE, tolerance_for
 
