@@ -174,6 +174,15 @@ def _edit(*names: str) -> Callable[[object], bool]:
     return lambda case: isinstance(case, RejectionCase) and case.edit in names
 
 
+def _edits_of(argument: str) -> Callable[[object], bool]:
+    """Every input edit of ``argument`` (its edits' names start with it)."""
+    return lambda case: isinstance(case, RejectionCase) and case.edit.startswith(f"{argument}-")
+
+
+def _pinned_defaults(case: object) -> bool:
+    return isinstance(case, DefaultsCase)
+
+
 # state kept across calls shows only on calls of new sizes after a warm-up
 _STATELESS_CALLS = Exposure("calls of new sizes after a warm-up (the stateless case)",
                             lambda case: isinstance(case, StatelessCase))
@@ -1948,7 +1957,7 @@ CATALOG: tuple[Bug, ...] = (
                     " program's: a slot group of two at D=512 with block_n=128 keeps a depth that does not fit"
                     " on Hopper (the same values on the interpreter)",
         exposed_by=Exposure("the pinned defaults, whose grid has several slots per program at D=512 and"
-                            " block_n=128", lambda case: isinstance(case, DefaultsCase)),
+                            " block_n=128", _pinned_defaults),
         site=m.Call(func=m.Name("shared_memory_bytes")),
         mutate=_with_arg(0, "dims.heads"),
         path=TUNING,
@@ -1959,7 +1968,7 @@ CATALOG: tuple[Bug, ...] = (
         description="the default tile is 32 tokens from 512 heads on (\"a program of 512 query rows leaves"
                     " shared memory for narrow tiles only\"), a policy change with no benchmark: the same"
                     " values, another speed for every call of 512 heads or more",
-        exposed_by=Exposure("the pinned defaults, whose grid has 512 and 1,024 heads", lambda case: isinstance(case, DefaultsCase)),
+        exposed_by=Exposure("the pinned defaults, whose grid has 512 and 1,024 heads", _pinned_defaults),
         site=m.Assign(targets=[m.AssignTarget(m.Name("block_n"))], value=m.Integer("64")),
         mutate=lambda node: node.with_changes(value=_expr("32 if dims.heads >= 512 else 64")),
         path=TUNING,
@@ -1970,7 +1979,7 @@ CATALOG: tuple[Bug, ...] = (
         description="the query tile bound counts the query rows of every next_n slot, pasted from the"
                     " narrowest-MMA check above it, not one slot's heads: valid calls of a wide head dim and"
                     " several slots (16 heads, D=512, next_n 32; 256 heads, D=512, next_n 2) are refused",
-        exposed_by=Exposure("the pinned defaults, each shape's call planned", lambda case: isinstance(case, DefaultsCase)),
+        exposed_by=Exposure("the pinned defaults, each shape's call planned", _pinned_defaults),
         site=m.Assign(targets=[m.AssignTarget(m.Name("narrowest_tile"))]),
         mutate=lambda node: node.with_changes(value=_expr("query_rows * head_dim")),
         path=VALIDATION,
@@ -1982,7 +1991,7 @@ CATALOG: tuple[Bug, ...] = (
                     " the bad length belongs: a length of 65 past max_model_len reads \"got 3 at b=1\", a value"
                     " that is fine (the verdict unchanged)",
         exposed_by=Exposure("a context_lens value edit (the quoted value held to the call's)",
-                            lambda case: isinstance(case, RejectionCase) and case.edit.startswith("context_lens-")),
+                            _edits_of("context_lens")),
         site=m.FormattedStringExpression(expression=m.Call(func=m.Name("int"), args=[m.Arg(m.Subscript(
             value=m.Name("lens")))])),
         mutate=lambda node: node.with_changes(expression=_expr("int(live[b])")),
@@ -1996,7 +2005,7 @@ CATALOG: tuple[Bug, ...] = (
                     " yet the message says they must lie in [0, num_blocks=5)",
         exposed_by=Exposure("a block_table value edit on a pool of another size than the table's width (the"
                             " named bound held to the call's)",
-                            lambda case: isinstance(case, RejectionCase) and case.edit.startswith("block_table-")),
+                            _edits_of("block_table")),
         site=m.FormattedStringExpression(expression=m.Attribute(value=m.Name("dims"), attr=m.Name("num_blocks"))),
         mutate=lambda node: node.with_changes(expression=_expr("dims.max_blocks")),
         path=VALIDATION,

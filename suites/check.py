@@ -37,8 +37,8 @@ from oracle.refusal import Refusal
 from oracle.reorder_guard import interpreter_reorders_taken
 from oracle.work_meter import MeteredLaunch, metered
 from suites.cases import Case
-from suites.rejections import (assert_owned, check_cuda_grid, check_knobs_passed_through, dims_of,
-                               launch_planner, planned_tuning, same_bits, size_one_dims_strided)
+from suites.rejections import (assert_owned, check_cuda_grid, check_knobs_passed_through, dims_of, input_versions,
+                               launch_planner, planned_tuning, same_bits, size_one_dims_strided, written_in_place)
 from suites.tuning_defaults import unrunnable
 
 GUARD_COLUMNS = 7
@@ -86,7 +86,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     given = list(on_device.tensors().values())
     before = [t.clone() if t.numel() <= INPUT_ELEMENTS_COMPARED else None for t in given]
-    versions = [t._version for t in given]
+    versions = input_versions(on_device)
 
     unchecked = {"validate": False} if case.seed % 2 else {}
     # the call into the caller's out passes every input with its size-one dimensions at a stride
@@ -102,7 +102,13 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
-    check_written_in_place(given, versions)
+    written = written_in_place(on_device, versions)
+    if written is not None:
+        # each write costs a kernel on the caller's stream, races any other reader of the
+        # tensor, and fails outright on a tensor made under inference mode
+        name, was, now = written
+        raise Refusal(f"the op wrote into an input tensor of shape {tuple(getattr(on_device, name).shape)}, {name},"
+                      f" in place (its version went from {was} to {now}): the caller's tensors are read only")
     if fresh.dtype != torch.float32:
         raise Refusal(f"the op's own result is {fresh.dtype}; the contract's is float32")
     if fresh.is_inference():
@@ -125,17 +131,6 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         raise Refusal(f"wrote past max_model_len={max_model_len} into a caller's out, row {row}")
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
-
-
-def check_written_in_place(given: list[torch.Tensor], versions: list[int]) -> None:
-    """No torch operation wrote into an input in place, the same values or not: its version counter
-    moves on any such write (a comparison of bits cannot see one that keeps them, nor one into a
-    tensor too large to copy). Each write costs a kernel on the caller's stream, races any other
-    reader of the tensor, and fails outright on a tensor made under inference mode."""
-    for tensor, version in zip(given, versions):
-        if tensor._version != version:
-            raise Refusal(f"the op wrote into an input tensor of shape {tuple(tensor.shape)} in place (its version"
-                          f" went from {version} to {tensor._version}): the caller's tensors are read only")
 
 
 # the op's keyword defaults, as the contract documents them (singletons, compared by identity)

@@ -1520,7 +1520,7 @@ def _check_planned(edit: InputEdit, edited: OpInputs, keywords: dict, op) -> Non
     """The launcher of ``op`` (its module's ``plan_launch``; an op without one is its own)
     accepts the edited inputs and plans their launch."""
     planner = launch_planner(op) or op
-    given, versions = _snapshot(edited), _versions(edited)
+    given, versions = _snapshot(edited), input_versions(edited)
     try:
         planned = planner(*edited.op_args(), **keywords)
     except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
@@ -1577,8 +1577,9 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if edit.planned_only:
         _check_planned(edit, edited, keywords, op)
         return
-    given, versions = _snapshot(edited), _versions(edited)
+    given = _snapshot(edited)
     if edit.error is None:
+        versions = input_versions(edited)
         try:
             with _only_programs_of(call, edited):
                 result = op(*edited.op_args(), **keywords)
@@ -1607,7 +1608,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
         _run_on_its_tensors_with_valid_values(inputs, edited, keywords, op)
     if edit.primer:
         _call_quietly(op, edited, {**keywords, **edit.primer, "out": None})
-    versions = _versions(edited)  # the priming wrote the valid values in and out
+    versions = input_versions(edited)  # after the priming, which wrote the valid values in and out
     # the launcher's planning, which callers and tools reach without the op, rejects it alike;
     # asked first, as it launches nothing when it wrongly accepts (65,536 splits would run for hours)
     planner = launch_planner(op)
@@ -1768,10 +1769,18 @@ VALUE_TENSORS = ("context_lens", "block_table", "next_n_lens")
 UNCHANGED_TENSORS = ("q", "weights", *VALUE_TENSORS)
 
 
-def _versions(inputs: OpInputs) -> dict[str, int]:
+def input_versions(inputs: OpInputs) -> dict[str, int]:
     """Each input's version counter, which any in-place write through torch moves, the same
     values or not, on a tensor of any size."""
     return {name: tensor._version for name, tensor in inputs.tensors().items()}
+
+
+def written_in_place(inputs: OpInputs, versions: dict[str, int]) -> tuple[str, int, int] | None:
+    """The first input whose version counter moved since ``versions`` were taken (its name,
+    the version then and now), or None: a write a comparison of bits cannot see when it keeps
+    them, nor make on a tensor too large to copy."""
+    return next(((name, versions[name], version) for name, version in input_versions(inputs).items()
+                 if version != versions[name]), None)
 
 
 def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: OpInputs,
@@ -1779,10 +1788,11 @@ def _check_unchanged(edit: InputEdit, before: dict[str, torch.Tensor], after: Op
     for name, was in before.items():
         if not same_bits(was, getattr(after, name)):
             raise Refusal(f"{edit.name}: the op changed the caller's {name}")
-    for name, version in _versions(after).items():
-        if version != versions[name]:
-            raise Refusal(f"{edit.name}: the op wrote into the caller's {name} in place (its version went from"
-                          f" {versions[name]} to {version}), the same values or not")
+    written = written_in_place(after, versions)
+    if written is not None:
+        name, was, now = written
+        raise Refusal(f"{edit.name}: the op wrote into the caller's {name} in place (its version went from"
+                      f" {was} to {now}), the same values or not")
 
 
 def same_bits(one: torch.Tensor, other: torch.Tensor) -> bool:
