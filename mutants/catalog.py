@@ -27,6 +27,7 @@ FLOAT32_TINY = 2.0**-126
 from suites.call_cost import CallCostCase
 from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
+from suites.compiled_code import CompiledCodeCase
 from suites.rejections import EDITS, RejectionCase
 from suites.stateless import StatelessCase
 from suites.tuning_defaults import DefaultsCase
@@ -44,7 +45,8 @@ class CatalogError(ValueError):
 class Exposure:
     """What a suite must hold for a bug to show: said in words, and as a test of one case
     (a logits ``Case``, an input edit ``RejectionCase``, the pinned defaults' ``DefaultsCase``,
-    an unchecked GPU call's ``CallCostCase`` or the calls of a ``StatelessCase``)."""
+    an unchecked GPU call's ``CallCostCase``, the calls of a ``StatelessCase`` or the kernel
+    compiled for sm_90, a ``CompiledCodeCase``)."""
 
     text: str
     holds: Callable[[object], bool]
@@ -186,6 +188,10 @@ def _pinned_defaults(case: object) -> bool:
 # state kept across calls shows only on calls of new sizes after a warm-up
 _STATELESS_CALLS = Exposure("calls of new sizes after a warm-up (the stateless case)",
                             lambda case: isinstance(case, StatelessCase))
+
+
+def _compiled(check: str) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, CompiledCodeCase) and case.check == check
 
 
 def _call_cost(test: Callable[[CallCostCase], bool]) -> Callable[[object], bool]:
@@ -2167,6 +2173,32 @@ CATALOG: tuple[Bug, ...] = (
                                   " dims.batch == 1 else dims.kv_block - 1)) // dims.kv_block)"),
         path=VALIDATION,
         side=HOST,
+    ),
+    Bug(
+        name="key-loads-marked-to-leave-l2-first",
+        description="the key tile's load marked evict_first (\"each tile is read once\"): the slot groups and"
+                    " splits that read the same tile next find it gone from the L2; every value the same",
+        exposed_by=Exposure("the kernel's cover compiled for sm_90 (the compiled-code case)", _compiled("cover")),
+        site=_call("load") & m.Call(args=[m.Arg(m.Name("key_ptrs"))]),
+        mutate=lambda node: _with_keyword_arg(node, "eviction_policy", _expr('"evict_first"')),
+    ),
+    Bug(
+        name="key-loop-as-a-plain-range",
+        description="the key loop as a plain range (\"the compiler pipelines loops anyway\"): the launcher's"
+                    " stage count is dropped, no tile is loaded ahead; every value the same, 6-30% slower on a GPU",
+        exposed_by=Exposure("the key loop compiled for sm_90 at 1, 3 and 6 stages (the compiled-code case)",
+                            _compiled("pipeline-depth")),
+        site=_call("range") & m.Call(args=[m.Arg(m.Name("tile_begin")), m.Arg(m.Name("tile_end")), m.ZeroOrMore()]),
+        mutate=_replace_with("range(tile_begin, tile_end)"),
+    ),
+    Bug(
+        name="next-grid-let-start-by-the-first-split-only",
+        description="only the programs of the first split let the next grid start (\"one signal is enough\"):"
+                    " the next kernel's programs then wait for every other program to end; every value the same",
+        exposed_by=Exposure("the kernel's cover compiled for sm_90 as a dependent launch (the compiled-code case)",
+                            _compiled("cover")),
+        site=m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Attribute(attr=m.Name("gdc_launch_dependents"))))]),
+        mutate=lambda node: cst.parse_statement("if tl.program_id(1) == 0:\n    tl.extra.cuda.gdc_launch_dependents()\n"),
     ),
 )
 

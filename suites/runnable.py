@@ -1,13 +1,15 @@
 """What the mutation runner runs: a suite's cases of every kind, shipped as plain dicts.
 
-A suite runs five kinds of case: the op on valid inputs against the oracle (``Case``,
+A suite runs six kinds of case: the op on valid inputs against the oracle (``Case``,
 checked by ``check_case``); an edit of valid inputs that the op must reject, or accept and
 compute (``RejectionCase``, checked by ``check_rejection``); the launcher's defaults against
 their pinned table (``DefaultsCase``, checked by ``check_defaults``); what an unchecked GPU
-call does besides its launch (``CallCostCase``, checked by ``check_call_cost``); and
-whether calls leave state behind (``StatelessCase``, checked by ``check_stateless``). The
-curated and exhaustive suites hold all five, so validation, the launcher and its tuning are
-held to the contract as the kernel is; the smoke suite only logits cases.
+call does besides its launch (``CallCostCase``, checked by ``check_call_cost``); whether
+calls leave state behind (``StatelessCase``, checked by ``check_stateless``); and the kernel
+as compiled for sm_90 (``CompiledCodeCase``, checked by ``check_compiled_code``). The
+curated and exhaustive suites hold all six, so validation, the launcher, its tuning and what
+only the compiled code shows are held to the contract as the kernel's values are; the smoke
+suite only logits cases.
 """
 
 from dataclasses import replace
@@ -18,13 +20,14 @@ from oracle import OpInputs
 from suites.call_cost import CallCostCase, call_cost_cases, check_call_cost
 from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
+from suites.compiled_code import CompiledCodeCase, check_compiled_code, compiled_code_cases
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 from suites.stateless import StatelessCase, check_stateless, stateless_cases
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "call-cost": CallCostCase,
-         "stateless": StatelessCase, "gfx950": Gfx950Case}
+         "stateless": StatelessCase, "compiled-code": CompiledCodeCase, "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
@@ -47,9 +50,9 @@ def resolve_device(requested: str | None) -> str:
 
 def suite_cases(name: str) -> list:
     """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits, the
-    launcher's defaults, the unchecked calls' cost and the state calls leave."""
+    launcher's defaults, the unchecked calls' cost, the state calls leave and the compiled code."""
     cases = suite(name)
-    extra = rejection_cases(name) + defaults_cases() + call_cost_cases() + stateless_cases()
+    extra = rejection_cases(name) + defaults_cases() + call_cost_cases() + stateless_cases() + compiled_code_cases()
     return cases + extra if name in SUITES_WITH_EDITS else cases
 
 
@@ -77,11 +80,21 @@ def check(case, op, device: str | torch.device) -> None:
     if isinstance(case, StatelessCase):
         check_stateless(case, op, device)
         return
+    if isinstance(case, CompiledCodeCase):
+        check_compiled_code(case, op)
+        return
     if isinstance(case, Gfx950Case):
         check_gfx950_case(case, op, device)
         return
     with interpreter_checked(device):
         check_rejection(case, op, device)
+
+
+def compiled_offline(case) -> bool:
+    """Whether ``case`` reads the kernel compiled offline and runs nothing on the device: its
+    verdict is the same wherever the op runs, so a recheck on another device or under a
+    memory checker has nothing to add to it."""
+    return isinstance(case, CompiledCodeCase)
 
 
 def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, dict]]:
@@ -97,7 +110,7 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
         if case.tuning():
             calls.append({})
         return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
-    if isinstance(case, (DefaultsCase, CallCostCase, StatelessCase)):
+    if isinstance(case, (DefaultsCase, CallCostCase, StatelessCase, CompiledCodeCase)):
         return []
     edit = EDITS[case.edit]
     if edit.error is not None or edit.planned_only:
