@@ -29,6 +29,7 @@ from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.compiled_code import CompiledCodeCase
 from suites.rejections import EDITS, RejectionCase
+from suites.schedule import ScheduleCase
 from suites.stateless import StatelessCase
 from suites.tuning_defaults import DefaultsCase
 
@@ -45,8 +46,8 @@ class CatalogError(ValueError):
 class Exposure:
     """What a suite must hold for a bug to show: said in words, and as a test of one case
     (a logits ``Case``, an input edit ``RejectionCase``, the pinned defaults' ``DefaultsCase``,
-    an unchecked GPU call's ``CallCostCase``, the calls of a ``StatelessCase`` or the kernel
-    compiled for sm_90, a ``CompiledCodeCase``)."""
+    an unchecked GPU call's ``CallCostCase``, the calls of a ``StatelessCase``, the programs'
+    order and shares, a ``ScheduleCase``, or the kernel compiled for sm_90, a ``CompiledCodeCase``)."""
 
     text: str
     holds: Callable[[object], bool]
@@ -165,6 +166,11 @@ def _replace_with(code: str):
     return lambda node: _expr(code)
 
 
+def _replace_with_statement(code: str):
+    """The site replaced by the small statement ``code``."""
+    return lambda node: cst.parse_statement(code).body[0]
+
+
 # -- what exposes a bug: tests of one case -------------------------------------------------
 
 
@@ -192,6 +198,10 @@ _STATELESS_CALLS = Exposure("calls of new sizes after a warm-up (the stateless c
 
 def _compiled(check: str) -> Callable[[object], bool]:
     return lambda case: isinstance(case, CompiledCodeCase) and case.check == check
+
+
+def _schedule(check: str) -> Callable[[object], bool]:
+    return lambda case: isinstance(case, ScheduleCase) and case.check == check
 
 
 def _call_cost(test: Callable[[CallCostCase], bool]) -> Callable[[object], bool]:
@@ -2199,6 +2209,44 @@ CATALOG: tuple[Bug, ...] = (
                             _compiled("cover")),
         site=m.SimpleStatementLine(body=[m.Expr(value=m.Call(func=m.Attribute(attr=m.Name("gdc_launch_dependents"))))]),
         mutate=lambda node: cst.parse_statement("if tl.program_id(1) == 0:\n    tl.extra.cuda.gdc_launch_dependents()\n"),
+    ),
+    Bug(
+        name="slot-groups-spread-over-the-grid",
+        description="a program's sequence and slot group taken with the sequences fastest (\"spread a sequence's"
+                    " groups over the SMs\"): the groups that read the same key tiles are a batch apart in the"
+                    " grid and each reads them from memory again; every value and every program's work the same",
+        exposed_by=Exposure("slot-grouped calls, the sequence each program reads observed in launch order (the"
+                            " schedule case)", _schedule("slot-groups-neighbours")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("first_slot"))]),
+        mutate=_replace_with_statement(
+            "pid_b, first_slot = tl.program_id(0) % (tl.num_programs(0) // GROUPS),"
+            " tl.program_id(0) // (tl.num_programs(0) // GROUPS) * SLOT_GROUP"),
+    ),
+    Bug(
+        name="device-switch-left-when-the-launch-raises",
+        description="the launch's device switched by hand around the launch (\"no context manager on the hot"
+                    " path\"), left only when the launch returns: a launch that raises leaves the tensors' GPU"
+                    " current for the caller's later allocations, streams and graphs",
+        exposed_by=Exposure("an unchecked GPU call whose launch raises", _call_cost(lambda case: case.launch_raises)),
+        site=m.With(items=[m.WithItem(item=m.Name("on_device"))]),
+        mutate=lambda node: cst.parse_statement(
+            "on_device.__enter__(); _paged_mqa_logits_kernel[self.grid](*self.args, **self.constexprs, **self.options);"
+            " on_device.__exit__(None, None, None)\n"),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
+        name="host-lengths-left-out-of-the-device-check",
+        description="context_lens on the host left out of the device check (\"engines keep seq_lens on the"
+                    " CPU\"): on a GPU a call with host lengths is accepted, and its kernel reads a host address",
+        exposed_by=Exposure("context_lens on another device (an input edit; on the CPU also planned with the other"
+                            " tensors on a GPU and the lengths on the host)", _edit("context_lens-other-device")),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("devices"))]),
+        mutate=_replace_with_statement(
+            "devices = {name: t.device for name, t in tensors.items()"
+            " if t is not None and not (name == 'context_lens' and t.device.type == 'cpu')}"),
+        path=VALIDATION,
+        side=HOST,
     ),
 )
 

@@ -21,8 +21,9 @@ showed that the suite passes and can fail; a whole baseline on the interpreter w
 more than the survivors' own cases, which stop at their first failure. Without a stored
 interpreter baseline to order them, the survivors try the logits cases first, cheapest on
 the interpreter first (the work and bounds checks hold every launch of those; an input
-edit's launch may run a sample of its programs), then the other kinds, but for the compiled
-code's cases, whose verdict the CUDA run gave already. The interpreter's
+edit's launch may run a sample of its programs), then the other kinds, but for those that run
+nothing on the device (the compiled code, the programs' schedule), whose verdict the CUDA run
+gave already. The interpreter's
 results are kept in the store under its own scope, so a later run reuses them.
 """
 
@@ -34,7 +35,7 @@ from mutants.outcomes import KILLED, SURVIVED, TIMEOUT
 from mutants.store import Result
 from mutants.worker import PASS
 from suites.candidates import static_cost
-from suites.runnable import compiled_offline
+from suites.runnable import same_verdict_anywhere
 
 INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check killed
 
@@ -65,7 +66,7 @@ def recheck(runner, mutants: list, *, interpreter_scope, jobs: int, report=None,
             break
         scope = interpreter_scope if not left_out else \
             replace(interpreter_scope, digest=f"{interpreter_scope.digest}-without-{_digest(sorted(left_out))}")
-        cases = [c for c in runner.cases if c.id not in left_out and not compiled_offline(c)]
+        cases = [c for c in runner.cases if c.id not in left_out and not same_verdict_anywhere(c)]
         found, failing = _rechecked(runner, pending, cases, scope=scope, jobs=jobs)
         refused = {key for key, verdict in found.items() if verdict.killed_by and verdict.killed_by[0] in failing}
         kills.update({key: verdict for key, verdict in found.items() if key not in refused})

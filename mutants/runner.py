@@ -47,7 +47,7 @@ from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerSt
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
 from suites.candidates import static_cost
 from suites.cases import AXES, Case
-from suites.runnable import to_dict
+from suites.runnable import compiles_in_its_own_process, to_dict
 
 # the classifier's verdict for a mutant the suite cannot tell from the original although
 # other configurations can: stored as a survivor, with this reason
@@ -486,7 +486,10 @@ class Runner:
         seconds = self.case_seconds.get(self.case_ids[case_index])
         if seconds is None:
             return BASELINE_TIMEOUT
-        return max(self.timeout_floor, TIMEOUT_FACTOR * seconds)
+        timeout = max(self.timeout_floor, TIMEOUT_FACTOR * seconds)
+        # its compiles run in a process of its own, which the workers' compile clock does not
+        # see: a mutant's kernel compiles afresh where the baseline's came from the cache
+        return timeout + COMPILE_TIMEOUT if compiles_in_its_own_process(self.cases[case_index]) else timeout
 
     # -- classification by compiled code --
 

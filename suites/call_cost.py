@@ -6,7 +6,9 @@ call), and a programmatic dependent launch whatever the caller passes, so that t
 start overlaps the end of the step's previous kernel (it waits for that grid before touching
 memory; ``suites/test_compiles_for_hopper.py`` reads that in its PTX). A checked call reads the lengths and the table on the host, at a cost that must not
 grow with the batch: the same tensor operations and host reads for 8 times the sequences (no
-check per sequence, no read of one value at a time).
+check per sequence, no read of one value at a time). A call leaves the caller's current device
+as it found it, also when its launch raises (and then it raises too): a serving engine that
+catches a failed launch goes on with its own device current.
 
 Every value stays right under each of these costs, so no check of values sees them. The GPU
 call runs here on fake CUDA tensors (no GPU needed), its kernel launch and device switch
@@ -61,11 +63,15 @@ class CallCostCase(HostCase):
     checked: bool = False
     # the caller's out a column slice of rows this many floats wider (rows off 16-byte boundaries)
     out_columns_past: int = 0
+    # the launch raises (as Triton does for a configuration past the GPU's resources)
+    launch_raises: bool = False
 
     @property
     def id(self) -> str:
         if self.checked:
             return f"call-cost-{self.call}-checked"
+        if self.launch_raises:
+            return f"call-cost-{self.call}-launch-raises"
         if self.out_columns_past:
             return f"call-cost-{self.call}-caller-out-column-slice"
         return f"call-cost-{self.call}-{'caller-out' if self.caller_out else 'fresh-out'}"
@@ -74,19 +80,38 @@ class CallCostCase(HostCase):
 def call_cost_cases() -> list[CallCostCase]:
     return [CallCostCase(call, caller_out) for call in sorted(CALLS) for caller_out in (False, True)] + \
         [CallCostCase(call, caller_out=True, out_columns_past=OUT_COLUMNS_PAST) for call in sorted(CALLS)] + \
-        [CallCostCase(call, checked=True) for call in sorted(CALLS)]
+        [CallCostCase(call, checked=True) for call in sorted(CALLS)] + \
+        [CallCostCase(call, launch_raises=True) for call in sorted(CALLS)]
+
+
+class LaunchFailed(RuntimeError):
+    """What a recorded launch of a ``launch_raises`` case raises."""
+
+
+class _FailingLaunches(RecordedLaunches):
+    def __getitem__(self, grid):
+        record = super().__getitem__(grid)
+
+        def launch(*args, **kwargs):
+            record(*args, **kwargs)
+            raise LaunchFailed("out of resources: shared memory, required: 262144, hardware limit: 232448")
+
+        return launch
 
 
 @dataclass
 class GpuCall:
     """What one call did: tensor operations (name, whether a view), kernel launches (their
-    grids, and their keywords in ``launch_keywords``), host syncs and stream switches (by name)."""
+    grids, and their keywords in ``launch_keywords``), host syncs and stream switches (by name),
+    the devices made current (``None`` where a switch was left), and what it raised."""
 
     made: list
     launched: list
     synced: list
     streams: list
     launch_keywords: list
+    switches: list
+    raised: BaseException | None = None
 
     def device_work(self) -> list[str]:
         return [op for op, is_view in self.made if not is_view and op not in ALLOCATIONS]
@@ -110,11 +135,12 @@ def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     launcher = sys.modules[op.__module__]
-    kernel = RecordedLaunches()
-    call = GpuCall([], kernel.grids, [], [], kernel.keywords)
+    kernel = _FailingLaunches() if case.launch_raises else RecordedLaunches()
+    switch = RecordedDeviceSwitch.fresh()
+    call = GpuCall([], kernel.grids, [], [], kernel.keywords, switch.switches)
     # the launcher makes the tensors' GPU current; none exists here
     replacements = [(launcher, "_paged_mqa_logits_kernel", kernel), (launcher, "device_sms", lambda device: 132),
-                    (torch.cuda, "device", RecordedDeviceSwitch.fresh())]
+                    (torch.cuda, "device", switch)]
     replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs: call.synced.append(_name))
                      for owner, name in _SYNCS]
     replacements += [(owner, name, lambda *args, _name=f"{owner.__name__}.{name}", **kwargs:
@@ -129,8 +155,24 @@ def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
             keywords["out"] = torch.empty_strided((rows, columns), (columns + case.out_columns_past, 1),
                                                   dtype=torch.float32, device="cuda:0")
         with _Operations(call.made):
-            op(*args, **keywords, **fixed.tuning(), validate=False)
+            try:
+                op(*args, **keywords, **fixed.tuning(), validate=False)
+            except LaunchFailed as error:
+                call.raised = error
     return call
+
+
+def left_switched(switches: list) -> torch.device | None:
+    """The device a record of switches leaves current (``None``: each switch was left, in turn)."""
+    depth = []
+    for device in switches:
+        if device is None:
+            if not depth:
+                return None
+            depth.pop()
+        else:
+            depth.append(device)
+    return depth[-1] if depth else None
 
 
 def checked_call_operations(op, call: Case) -> collections.Counter:
@@ -160,6 +202,12 @@ def check_call_cost(case: CallCostCase, op) -> None:
         return
     call = unchecked_gpu_call(op, case)
     where = f"an unchecked GPU call ({case.id})"
+    left = left_switched(call.switches)
+    if left is not None:  # the caller's later allocations, streams and graphs would go to it
+        raise Refusal(f"{where} leaves {left} the current device{' after its launch raised' * case.launch_raises}:"
+                      f" switches {call.switches}")
+    if case.launch_raises and call.raised is None:
+        raise Refusal(f"{where}: the launch raised and the call did not: a failed launch passed for a result")
     if len(call.launched) != 1:
         raise Refusal(f"{where}: {len(call.launched)} kernel launches")
     if call.synced:

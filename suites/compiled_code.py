@@ -8,24 +8,22 @@ leave the L2 first, a default pipeline depth past Hopper's shared memory. Each f
 checks is a case of kind ``compiled-code``, so ``kmut`` runs them on a mutant as pytest runs
 them on the op (``suites/test_compiles_for_hopper.py``, ``suites/test_shared_memory.py``).
 
-A case compiles in a process of its own, with the interpreter off and the op's package first
-on the path (a mutant's copy of it, under ``kmut``): the suites' interpreter probes patch what
-an in-process compile uses, and a process that already imported Triton in interpreter mode
-cannot compile. No GPU is needed: the target is ``GPUTarget("cuda", 90, 32)``.
+A case compiles in a process of its own (``suites/own_process.py``), with the interpreter off
+and the op's package first on the path (a mutant's copy of it, under ``kmut``): the suites'
+interpreter probes patch what an in-process compile uses, and a process that already imported
+Triton in interpreter mode cannot compile. No GPU is needed: the target is
+``GPUTarget("cuda", 90, 32)``.
 """
 
 import itertools
 import json
-import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel.python_path import PROJECT_ROOT
 from oracle.refusal import Refusal
 from suites.cases import HostCase
+from suites.own_process import package_root, records
 
 # what one block may take on sm_90 (the H100's and H200's opt-in maximum), as CUDA states it
 HOPPER_SHARED_MEMORY_BYTES = 227 * 1024
@@ -49,40 +47,18 @@ def compiled_code_cases() -> list[CompiledCodeCase]:
     return [CompiledCodeCase(check) for check in CHECKS]
 
 
+def compiled_records(producer: str, root: Path) -> list[dict]:
+    """The records ``producer`` of this module prints, compiled from ``root``'s package."""
+    return records(__name__, producer, root, interpret=False, timeout=COMPILE_TIMEOUT)
+
+
 def check_compiled_code(case: CompiledCodeCase, op) -> None:
     """Raise AssertionError, naming the configuration, unless the kernel of ``op``'s package,
     compiled for sm_90 as its launcher plans it, passes ``case``'s checks."""
-    records = compiled_records(_PRODUCERS[case.check], package_root(op))
-    if not records:
+    compiled = compiled_records(_PRODUCERS[case.check], package_root(op))
+    if not compiled:
         raise Refusal(f"{case.id}: nothing was compiled")
-    _VERDICTS[case.check](records)
-
-
-def package_root(op) -> Path:
-    """The folder that holds ``op``'s package: the project, or a mutant's copy of the package."""
-    module = sys.modules.get(getattr(op, "__module__", ""), None)
-    file = getattr(module, "__file__", None)
-    if file is None:
-        return PROJECT_ROOT
-    depth = op.__module__.count(".") + (Path(file).name == "__init__.py")
-    return Path(file).resolve().parents[depth]
-
-
-def compiled_records(producer: str, root: Path) -> list[dict]:
-    """The JSON lines ``producer`` of this module prints, run in a process of its own with the
-    interpreter off and ``root``'s package first on the path."""
-    suites_root = str(Path(__file__).resolve().parents[1])
-    path = [str(root), suites_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
-    try:
-        # run from ``root``: ``python -c`` puts its folder first on the path, before PYTHONPATH
-        run = subprocess.run([sys.executable, "-c", f"from suites.compiled_code import {producer}; {producer}()"],
-                             capture_output=True, text=True, env=env, cwd=root, timeout=COMPILE_TIMEOUT)
-    except subprocess.TimeoutExpired as error:
-        raise Refusal(f"the sm_90 compiles ({producer}) took more than {COMPILE_TIMEOUT} s") from error
-    if run.returncode != 0:
-        raise Refusal(f"the sm_90 compiles ({producer}) failed: {run.stderr.strip()[-1500:]}")
-    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    _VERDICTS[case.check](compiled)
 
 
 # -- reading PTX --

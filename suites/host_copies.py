@@ -8,7 +8,8 @@ returns, so a launcher that reads such a copy passes every value there. Inside
 ``copies_in_flight()`` each copy to the host issued without blocking gives values no caller
 passes (the least integer, NaN), as an unarrived copy may: value checks that read them reject
 valid input. A copy that keeps its dtype and device is no copy on the CPU (``to`` returns the
-tensor itself), and so is not seen here.
+tensor itself), and so is not seen here; on tensors that claim a GPU (``suites/claimed_gpu.py``)
+it is a copy, and is.
 """
 
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ class _CopiesInFlight(TorchDispatchMode):
         if tensor.device.type != "cpu" or tensor.numel() == 0:
             return
         source_device = getattr(source, "device", None)
-        if source_device is not None and source_device.type == "cuda":
+        if source_device is not None and source_device.type == "cuda" and torch.cuda.is_available():
             # the copy lands when its stream reaches it: poison after, or it overwrites the poison
             torch.cuda.synchronize(source_device)
         if tensor.dtype.is_floating_point:

@@ -1618,6 +1618,11 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             with claimed_sms():
                 _check_quotes(edit, _rejection(edit, planner, *on_claimed_gpu(edited, keywords),
                                                "plan_launch on tensors a GPU holds"))
+        host_side = _on_gpu_but_the_moved(inputs, edited, keywords)
+        if host_side is not None and not edit.holds_gigabytes:
+            with claimed_sms():
+                _check_quotes(edit, _rejection(edit, planner, *host_side,
+                                               "plan_launch on tensors a GPU holds, the moved ones on the host"))
     readable = is_readable(out)
     before = out.clone() if readable else None
     message = _rejection(edit, op, edited, keywords, "the op")
@@ -1648,18 +1653,24 @@ def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keyword
 
 def _check_planned_with_copies_in_flight(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
     """The launcher plans the same valid call while its copies to the host are in flight
-    (``suites/host_copies.py``): value checks that read a copy made without blocking read
-    values no caller passes, as on a GPU whose stream has not reached the copy yet."""
+    (``suites/host_copies.py``), on host tensors and on tensors that claim a GPU: value checks
+    that read a copy made without blocking read values no caller passes, as on a GPU whose
+    stream has not reached the copy yet (on the host a copy that keeps its dtype is none, so
+    only the claimed call sees a copy of the lengths as they are)."""
     planner = launch_planner(op)
     if planner is None or keywords.get("validate") is False:
         return
-    with copies_in_flight():
-        try:
-            planner(*inputs.op_args(), **keywords)
-        except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
-            raise Refusal(f"{edit.name}: planned with its copies to the host not yet arrived, the launcher"
-                          f" rejected valid input (it read a copy made without blocking):"
-                          f" {type(error).__name__}: {error}") from error
+    calls = [("", inputs, keywords)]
+    if claimable(inputs, keywords) and not edit.holds_gigabytes:  # a copy from a GPU, which the host's is not
+        calls.append((" on tensors a GPU holds", *on_claimed_gpu(inputs, keywords, out_rows=_rows(inputs))))
+    for where, call_inputs, call_keywords in calls:
+        with copies_in_flight(), claimed_sms():
+            try:
+                planner(*call_inputs.op_args(), **call_keywords)
+            except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+                raise Refusal(f"{edit.name}: planned{where} with its copies to the host not yet arrived, the"
+                              f" launcher rejected valid input (it read a copy made without blocking):"
+                              f" {type(error).__name__}: {error}") from error
 
 
 def _check_called_again(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
@@ -1847,6 +1858,35 @@ def _check_quotes(edit: InputEdit, message: str) -> None:
     if edit.quotes not in message:
         raise Refusal(f"{edit.name}: expected the message to quote the first bad value, {edit.quotes!r},"
                       f" got {message}")
+
+
+# the largest caller's out, in elements, that an edit on meta is replayed with on the host
+HOST_OUT_ELEMENTS = 2**24
+
+
+def _on_gpu_but_the_moved(inputs: OpInputs, edited: OpInputs, keywords: dict) -> tuple[OpInputs, dict] | None:
+    """The GPU's form of an edit that moved tensors to another device (meta, from the host):
+    every other tensor claimed on the GPU and the moved ones on the host, with their values,
+    as a caller on a GPU leaves a tensor behind (its lengths in host memory, say). None for an
+    edit that moved nothing, or changed a moved tensor's shape too."""
+    moved = {name for name, tensor in edited.tensors().items() if tensor.device.type == "meta"}
+    out_moved = isinstance(keywords.get("out"), torch.Tensor) and keywords["out"].device.type == "meta"
+    if not moved and not out_moved:
+        return None
+    if out_moved and keywords["out"].numel() > HOST_OUT_ELEMENTS:  # a meta out that stands for one too large to hold
+        return None
+    if any(getattr(inputs, name).shape != getattr(edited, name).shape for name in moved):
+        return None
+    stay = {name: tensor for name, tensor in edited.tensors().items() if name not in moved}
+    others = {name: value for name, value in keywords.items() if not (name == "out" and out_moved)}
+    if not claimable(replace(edited, **{name: getattr(inputs, name) for name in moved}), others) or \
+            not all(t.device.type == "cpu" for t in stay.values()):
+        return None
+    claimed_inputs, claimed_keywords = on_claimed_gpu(edited, others)
+    host = {name: getattr(inputs, name) for name in moved}
+    if out_moved:
+        claimed_keywords["out"] = torch.empty(keywords["out"].shape, dtype=keywords["out"].dtype)
+    return replace(claimed_inputs, **host), claimed_keywords
 
 
 def _rejection(edit: InputEdit, call, edited: OpInputs, keywords: dict, who: str) -> str:

@@ -207,3 +207,50 @@ def test_a_gpu_call_that_allocates_a_result_it_does_not_need_is_caught(monkeypat
     check(CallCostCase("flat", caller_out=False), fp8_paged_mqa_logits, "cpu")
     with pytest.raises(AssertionError, match=r"\(call-cost-flat-caller-out\): allocations \['aten.empty"):
         check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
+
+
+def _switch_by_hand(self):
+    """Launch.run entering and leaving the tensors' device around the launch, with no finally."""
+    on_device = torch.cuda.device(self.out.device)
+    on_device.__enter__()
+    launcher._paged_mqa_logits_kernel[self.grid](*self.args, **self.constexprs, **self.options)
+    on_device.__exit__(None, None, None)
+    return self.out
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_launch_that_raises_leaves_the_callers_device_and_raises(monkeypatch):
+    """A launch may raise (Triton's OutOfResources for a caller's stage count past the shared
+    memory): the call raises, and the caller's current device is the one it had, or a serving
+    engine that catches the error sends its next allocations, streams and graphs to the wrong
+    GPU. The check's witness: the device switched by hand around the launch, left only when
+    the launch returns, passes the calls that launch and fails the one whose launch raises."""
+    monkeypatch.setattr(launcher.Launch, "run", _switch_by_hand)
+    check(CallCostCase("flat", caller_out=True), fp8_paged_mqa_logits, "cpu")
+    with pytest.raises(AssertionError, match=r"\(call-cost-flat-launch-raises\) leaves cuda:0 the current device"
+                                             r" after its launch raised"):
+        check(CallCostCase("flat", launch_raises=True), fp8_paged_mqa_logits, "cpu")
+
+
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_call_that_swallows_a_failed_launch_is_caught(monkeypatch):
+    run = launcher.Launch.run
+
+    def swallowing(self):
+        try:
+            return run(self)
+        except RuntimeError:
+            return self.out
+
+    monkeypatch.setattr(launcher.Launch, "run", swallowing)
+    with pytest.raises(AssertionError, match=r"the launch raised and the call did not"):
+        check(CallCostCase("flat", launch_raises=True), fp8_paged_mqa_logits, "cpu")
+
+
+def test_the_switch_record_names_the_device_left_current():
+    from suites.call_cost import left_switched
+
+    one, two = torch.device("cuda:1"), torch.device("cuda:0")
+    assert left_switched([]) is None and left_switched([one, None]) is None
+    assert left_switched([one]) == one and left_switched([one, two, None]) == one
+    assert left_switched([one, None, two]) == two

@@ -11,15 +11,14 @@ sm_90 (no GPU needed), show them. These are the suites' cases of kind ``compiled
 witness.
 """
 
-import shutil
-
 import pytest
 
 from kernel import fp8_paged_mqa_logits
 from kernel.python_path import PROJECT_ROOT
 from suites.compiled_code import (DEPTHS, GATHER_PATHS, GLOBAL_ACCESS, CompiledCodeCase, compiled_code_cases,
                                   compiled_records, cover_verdict, covering, depth_verdict, dependent_launch_verdict,
-                                  hinted_loads, not_run_by_every_program, package_root, ptx_order)
+                                  hinted_loads, not_run_by_every_program, ptx_order)
+from suites.own_process import edited_package, package_root
 from suites.runnable import check, from_dict, to_dict
 
 pytestmark = pytest.mark.triton_version
@@ -171,11 +170,7 @@ def test_the_case_compiles_the_kernel_of_the_ops_own_package(tmp_path):
     """Under ``kmut`` the op is a mutant's copy of the package: the compiles are of that copy,
     found first on the path (``python -c`` would put the folder it runs in before it)."""
     assert package_root(fp8_paged_mqa_logits) == PROJECT_ROOT
-    shutil.copytree(PROJECT_ROOT / "kernel", tmp_path / "kernel", ignore=shutil.ignore_patterns("__pycache__"))
-    kernel_file = tmp_path / "kernel" / "paged_mqa_logits.py"
-    source = kernel_file.read_text()
-    loop = "tl.range(tile_begin, tile_end, num_stages=NUM_STAGES)"
-    assert source.count(loop) == 1
-    kernel_file.write_text(source.replace(loop, "range(tile_begin, tile_end)"))
+    root = edited_package(tmp_path, "tl.range(tile_begin, tile_end, num_stages=NUM_STAGES)",
+                          "range(tile_begin, tile_end)")
     with pytest.raises(AssertionError, match=r"tile-in-one-block: one stage, yet \d+ asynchronous copies"):
-        depth_verdict(compiled_records("compile_depths", tmp_path))
+        depth_verdict(compiled_records("compile_depths", root))
