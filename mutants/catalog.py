@@ -29,6 +29,7 @@ from suites.cases import Case
 from suites.check import SPARE_BLOCKS_PER_ROW
 from suites.compiled_code import CompiledCodeCase
 from suites.rejections import EDITS, RejectionCase
+from suites.multi_gpu import MultiGpuCase
 from suites.schedule import ScheduleCase
 from suites.stateless import StatelessCase
 from suites.tuning_defaults import DefaultsCase
@@ -2246,6 +2247,17 @@ CATALOG: tuple[Bug, ...] = (
             "devices = {name: t.device for name, t in tensors.items()"
             " if t is not None and not (name == 'context_lens' and t.device.type == 'cpu')}"),
         path=VALIDATION,
+        side=HOST,
+    ),
+    Bug(
+        name="sm-count-of-the-default-cuda-device",
+        description="the split policy asks the SM count of torch.device(\"cuda\") (\"the GPU we run on\"): the"
+                    " current GPU's, so on a host of unlike GPUs a call on another is split for the wrong one",
+        exposed_by=Exposure("calls on either GPU of a host of two unlike ones (the multi-gpu case)",
+                            lambda case: isinstance(case, MultiGpuCase) and case.check == "own-sm-count"),
+        site=m.Call(func=m.Name("device_sms"), args=[m.Arg(m.Attribute(value=m.Name("q"), attr=m.Name("device")))]),
+        mutate=_replace_with('device_sms(torch.device("cuda") if q.device.type == "cuda" else q.device)'),
+        path=LAUNCHER,
         side=HOST,
     ),
 )

@@ -1,14 +1,15 @@
 """What the mutation runner runs: a suite's cases of every kind, shipped as plain dicts.
 
-A suite runs seven kinds of case: the op on valid inputs against the oracle (``Case``,
+A suite runs eight kinds of case: the op on valid inputs against the oracle (``Case``,
 checked by ``check_case``); an edit of valid inputs that the op must reject, or accept and
 compute (``RejectionCase``, checked by ``check_rejection``); the launcher's defaults against
 their pinned table (``DefaultsCase``, checked by ``check_defaults``); what an unchecked GPU
 call does besides its launch (``CallCostCase``, checked by ``check_call_cost``); whether
-calls leave state behind (``StatelessCase``, checked by ``check_stateless``); the order and
+calls leave state behind (``StatelessCase``, checked by ``check_stateless``); the op on a host
+of two GPUs (``MultiGpuCase``, checked by ``check_multi_gpu``); the order and
 shares in which the grid's programs meet the work (``ScheduleCase``, checked by
 ``check_schedule``); and the kernel as compiled for sm_90 (``CompiledCodeCase``, checked by
-``check_compiled_code``). The curated and exhaustive suites hold all seven, so validation,
+``check_compiled_code``). The curated and exhaustive suites hold all eight, so validation,
 the launcher, its tuning and what no value shows are held to the contract as the kernel's
 values are; the smoke suite only logits cases.
 """
@@ -23,13 +24,14 @@ from suites.cases import Case, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.compiled_code import CompiledCodeCase, check_compiled_code, compiled_code_cases
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case
+from suites.multi_gpu import MultiGpuCase, check_multi_gpu, multi_gpu_cases
 from suites.rejections import EDITS, RejectionCase, check_rejection, edited_call, rejection_cases
 from suites.schedule import ScheduleCase, check_schedule, schedule_cases
 from suites.stateless import StatelessCase, check_stateless, stateless_cases
 from suites.tuning_defaults import DefaultsCase, check_defaults, defaults_cases
 
 KINDS = {"logits": Case, "input-edit": RejectionCase, "tuning-defaults": DefaultsCase, "call-cost": CallCostCase,
-         "stateless": StatelessCase, "schedule": ScheduleCase, "compiled-code": CompiledCodeCase, "gfx950": Gfx950Case}
+         "stateless": StatelessCase, "multi-gpu": MultiGpuCase, "schedule": ScheduleCase, "compiled-code": CompiledCodeCase, "gfx950": Gfx950Case}
 SUITES_WITH_EDITS = ("curated", "exhaustive", "sample")
 
 
@@ -52,11 +54,11 @@ def resolve_device(requested: str | None) -> str:
 
 def suite_cases(name: str) -> list:
     """The cases ``kmut`` runs for suite ``name``: its logits cases, then its input edits, the
-    launcher's defaults, the unchecked calls' cost, the state calls leave, the programs' order and
-    shares, and the compiled code."""
+    launcher's defaults, the unchecked calls' cost, the state calls leave, a host of two GPUs,
+    the programs' order and shares, and the compiled code."""
     cases = suite(name)
-    extra = (rejection_cases(name) + defaults_cases() + call_cost_cases() + stateless_cases() + schedule_cases()
-             + compiled_code_cases())
+    extra = (rejection_cases(name) + defaults_cases() + call_cost_cases() + stateless_cases() + multi_gpu_cases()
+             + schedule_cases() + compiled_code_cases())
     return cases + extra if name in SUITES_WITH_EDITS else cases
 
 
@@ -84,6 +86,9 @@ def check(case, op, device: str | torch.device) -> None:
     if isinstance(case, StatelessCase):
         check_stateless(case, op, device)
         return
+    if isinstance(case, MultiGpuCase):
+        check_multi_gpu(case, op)
+        return
     if isinstance(case, ScheduleCase):
         check_schedule(case, op)
         return
@@ -99,9 +104,10 @@ def check(case, op, device: str | torch.device) -> None:
 
 def same_verdict_anywhere(case) -> bool:
     """Whether ``case`` runs nothing on the op's device (it reads the kernel compiled offline,
-    or its programs on the interpreter): its verdict is the same wherever the op runs, so a
-    recheck on another device or under a memory checker has nothing to add to it."""
-    return isinstance(case, (CompiledCodeCase, ScheduleCase))
+    its programs on the interpreter, or its planning on fake GPUs): its verdict is the same
+    wherever the op runs, so a recheck on another device or under a memory checker has nothing
+    to add to it."""
+    return isinstance(case, (CompiledCodeCase, ScheduleCase, MultiGpuCase))
 
 
 def compiles_in_its_own_process(case) -> bool:
@@ -124,7 +130,7 @@ def launches(case, device: str | torch.device = "cpu") -> list[tuple[OpInputs, d
         if case.tuning():
             calls.append({})
         return [(inputs, {**inputs.op_kwargs(), **call}) for call in calls]
-    if isinstance(case, (DefaultsCase, CallCostCase, StatelessCase, ScheduleCase, CompiledCodeCase)):
+    if isinstance(case, (DefaultsCase, CallCostCase, StatelessCase, MultiGpuCase, ScheduleCase, CompiledCodeCase)):
         return []
     edit = EDITS[case.edit]
     if edit.error is not None or edit.planned_only:
