@@ -2260,6 +2260,26 @@ CATALOG: tuple[Bug, ...] = (
         path=LAUNCHER,
         side=HOST,
     ),
+    Bug(
+        name="fill-store-hint-dropped",
+        description="the -inf fill's store without its evict_first hint (a merge kept the rewritten fill loop of"
+                    " one side): lines nobody reads back crowd the key tiles the other groups and splits re-read"
+                    " out of the L2; every value the same",
+        exposed_by=Exposure("the kernel's cover compiled for sm_90, its stores by hint (the compiled-code case)",
+                            _compiled("cover")),
+        site=_call("store") & m.Call(args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("eviction_policy"))]),
+        mutate=lambda node: node.with_changes(args=[*node.args[:-2], node.args[-2].with_changes(
+            comma=cst.MaybeSentinel.DEFAULT)]),
+    ),
+    Bug(
+        name="logits-store-marked-evict-first",
+        description="the logits' store marked evict_first like the fill's (\"the result is written once\"): the"
+                    " next kernel, the top-k, reads the logits from memory instead of the L2; every value the same",
+        exposed_by=Exposure("the kernel's cover compiled for sm_90, its stores by hint (the compiled-code case)",
+                            _compiled("cover")),
+        site=_call("store") & m.Call(args=[m.DoNotCare(), m.Arg(m.Name("logits")), m.ZeroOrMore()]),
+        mutate=lambda node: _with_keyword_arg(node, "eviction_policy", _expr('"evict_first"')),
+    ),
 )
 
 

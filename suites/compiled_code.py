@@ -79,6 +79,27 @@ _GRID_MARKS = ("wait", "launch_dependents")
 _ASYNC_COPY = re.compile(r"^\s*(@!?%\w+\s+)?cp\.async\.c[ag]\.shared")
 
 
+# a global store, and the eviction hint the -inf fill's stores carry
+_GLOBAL_STORE = re.compile(r"^\s*(@!?%\w+\s+)?st\.[\w.:]*global")
+_FILL_HINT = re.compile(r"\.L1::evict_first\b")
+
+
+def store_hints(ptx: str) -> dict:
+    """The global stores of ``ptx`` by hint: ``plain`` (none), ``evict_first`` (the hint of the
+    -inf fill past the contexts, which nobody reads back) and ``other`` (any other, listed)."""
+    plain, fill, other = 0, 0, []
+    for line in ptx.splitlines():
+        if not _GLOBAL_STORE.match(line):
+            continue
+        if _FILL_HINT.search(line) and not re.search(r"evict_(last|normal|unchanged|no_allocate)", line):
+            fill += 1
+        elif _CACHE_HINT.search(line) or re.search(r"\.(wb|cg|wt)\b", line):
+            other.append(line.strip())
+        else:
+            plain += 1
+    return {"plain": plain, "evict_first": fill, "other": other[:3]}
+
+
 def hinted_loads(ptx: str) -> list[str]:
     """The global loads (and async copies) of ``ptx`` that carry a cache policy, and any line
     that makes lines persist in L2 (``evict_last``, on a store too). The kernel leaves every
@@ -149,6 +170,7 @@ def compile_covering() -> None:
             compiled = compile_target(target)
             shared, order = compiled.metadata.shared, ptx_order(compiled.asm["ptx"])
             order["hinted_loads"] = hinted_loads(compiled.asm["ptx"])[:3]
+            order["stores"] = store_hints(compiled.asm["ptx"])
         except Exception as error:  # noqa: BLE001  (any failure to compile is the finding)
             print(json.dumps({"key": target.key, "error": f"{type(error).__name__}: {str(error)[:500]}"}), flush=True)
         else:
@@ -182,6 +204,17 @@ def cover_verdict(records: list[dict]) -> None:
     if hinted:
         raise Refusal(f"{len(hinted)} of {count} configurations load global memory with a cache policy or make lines"
                       f" persist in L2 (keys that other programs read again leave L2 first): {hinted[0]}")
+    # two streams of stores: the logits, which the next kernel reads at once, left to the
+    # default; the -inf fill, which nobody reads back, marked to leave L2 first
+    unfilled = [(r["key"], r["stores"]) for r in records if not r["stores"]["evict_first"]]
+    if unfilled:
+        raise Refusal(f"{len(unfilled)} of {count} configurations store no line marked evict_first: the -inf fill's"
+                      f" stores lost their hint and crowd the key tiles out of L2: {unfilled[0]}")
+    unplain = [(r["key"], r["stores"]) for r in records if not r["stores"]["plain"] or r["stores"]["other"]]
+    if unplain:
+        raise Refusal(f"{len(unplain)} of {count} configurations store every line with a hint, or with another one"
+                      f" than the fill's: the logits, which the next kernel reads at once, must keep the default:"
+                      f" {unplain[0]}")
 
 
 # -- a call planned as on a GPU --

@@ -17,7 +17,7 @@ from kernel import fp8_paged_mqa_logits
 from kernel.python_path import PROJECT_ROOT
 from suites.compiled_code import (DEPTHS, GATHER_PATHS, GLOBAL_ACCESS, CompiledCodeCase, compiled_code_cases,
                                   compiled_records, cover_verdict, covering, depth_verdict, dependent_launch_verdict,
-                                  hinted_loads, not_run_by_every_program, ptx_order)
+                                  hinted_loads, not_run_by_every_program, ptx_order, store_hints)
 from suites.own_process import edited_package, package_root
 from suites.runnable import check, from_dict, to_dict
 
@@ -100,6 +100,19 @@ def test_a_load_with_a_cache_policy_is_found_and_the_fills_hinted_store_is_not()
         ["createpolicy.fractional.L2::evict_last.b64", "%rd77,"], ["@%p10", "st.global.L1::evict_last.L2::cache_hint.b32"]]
 
 
+def test_the_stores_are_told_apart_by_their_hint():
+    ptx = "\n".join([
+        "\tst.global.b32 \t[%rd1], %r2;",
+        "\t@%p27 st.global.L1::evict_first.L2::cache_hint.b32 [ %rd77 + 0 ], { %r575 }, %rd78;",
+        "\t@%p3 st.global.v4.b32 \t[%rd2], {%r1, %r2, %r3, %r4};",
+        "\tst.global.cs.b32 \t[%rd3], %r5;",
+        "\t@%p10 st.global.L1::evict_last.L2::cache_hint.b32 [ %rd78 + 0 ], { %r255 }, %rd77;",
+        "\tld.global.L1::evict_first.b32 \t%r6, [%rd4];",
+    ])
+    found = store_hints(ptx)
+    assert (found["plain"], found["evict_first"], len(found["other"])) == (2, 1, 2), found
+
+
 def test_every_form_of_a_global_access_is_seen():
     for line in ("\tld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];", "\tld.volatile.global.b32 %r1, [%rd2];",
                  "\tld.relaxed.gpu.global.b32 %r1, [%rd2];", "\t@%p1 st.global.b32 [%rd3], %r5;",
@@ -129,7 +142,8 @@ def test_the_cover_holds_every_value_and_every_pair_of_flags():
 
 def _cover_record(**change) -> dict:
     return {"key": "k", "shared": 1024, "wait": 3, "launch_dependents": 4, "access": 5, "wait_everywhere": True,
-            "launch_dependents_everywhere": True, "hinted_loads": [], **change}
+            "launch_dependents_everywhere": True, "hinted_loads": [],
+            "stores": {"plain": 1, "evict_first": 1, "other": []}, **change}
 
 
 @pytest.mark.parametrize("change, message", [
@@ -139,6 +153,10 @@ def _cover_record(**change) -> dict:
     (dict(launch_dependents=None), r"let the next grid start only after their first global access \(or never\)"),
     (dict(launch_dependents_everywhere=False), r"run a grid dependency mark in some programs only"),
     (dict(hinted_loads=["ld.global.cs.b32 %r5, [%rd3];"]), r"load global memory with a cache policy"),
+    (dict(stores={"plain": 2, "evict_first": 0, "other": []}), r"store no line marked evict_first"),
+    (dict(stores={"plain": 0, "evict_first": 2, "other": []}), r"store every line with a hint"),
+    (dict(stores={"plain": 1, "evict_first": 1, "other": ["st.global.cs.b32 [%rd1], %r2;"]}),
+     r"store every line with a hint, or with another one than the fill's"),
 ])
 def test_the_cover_verdict_fails_each_finding(change, message):
     cover_verdict([_cover_record(), _cover_record()])
