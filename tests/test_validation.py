@@ -125,6 +125,7 @@ def test_a_copy_from_a_gpu_is_poisoned_only_once_it_has_landed(monkeypatch):
     host = torch.tensor([40, 21])
     seen_at_sync = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: seen_at_sync.append(host.tolist()))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a real GPU's copy (a claimed one has none)
     _CopiesInFlight()._poison(host, SimpleNamespace(device=torch.device("cuda")))
     assert seen_at_sync == [[40, 21]] and host.tolist() == [torch.iinfo(torch.int64).min] * 2
     _CopiesInFlight()._poison(host, torch.tensor([1, 2]))  # from the host: nothing in flight
