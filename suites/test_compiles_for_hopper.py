@@ -192,3 +192,39 @@ def test_the_case_compiles_the_kernel_of_the_ops_own_package(tmp_path):
                           "range(tile_begin, tile_end)")
     with pytest.raises(AssertionError, match=r"tile-in-one-block: one stage, yet \d+ asynchronous copies"):
         depth_verdict(compiled_records("compile_depths", root))
+
+
+def test_a_case_that_compiles_nothing_fails(monkeypatch):
+    import suites.compiled_code as compiled_code
+
+    monkeypatch.setattr(compiled_code, "compiled_records", lambda producer, root: [])
+    with pytest.raises(AssertionError, match=r"sm90-cover: nothing was compiled"):
+        compiled_code.check_compiled_code(CompiledCodeCase("cover"), fp8_paged_mqa_logits)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda records: records[:1], r"the planned calls were not compiled, validate on and off"),
+    (lambda records: [records[0], {**records[1], "launch_dependents": None}],
+     r"validate=False lets the next grid start only after its first global access"),
+    (lambda records: [records[0], {**records[1], "launch_dependents_everywhere": False}],
+     r"validate=False runs \['launch_dependents'\] in some programs only"),
+])
+def test_the_dependent_launch_verdict_fails_each_finding(change, message):
+    records = [{"validate": v, "launch_pdl": True, **_cover_record()} for v in (True, False)]
+    with pytest.raises(AssertionError, match=message):
+        dependent_launch_verdict(change(records))
+
+
+def test_the_depth_verdict_fails_a_stage_count_left_uncompiled():
+    records = [r for r in _depth_records(lambda stages: 4 * (stages - 1)) if r["stages"] != DEPTHS[-1]]
+    with pytest.raises(AssertionError, match=r"tile-in-one-block: compiled at stage counts \[1, 3\], not \[1, 3, 6\]"):
+        depth_verdict(records)
+
+
+def test_a_child_process_that_fails_or_hangs_is_a_refusal(tmp_path):
+    from suites.own_process import records
+
+    with pytest.raises(AssertionError, match=r"sys.exit failed in its own process"):
+        records("sys", "exit", tmp_path, interpret=False, timeout=60, args=(3,))
+    with pytest.raises(AssertionError, match=r"time.sleep took more than 1 s in its own process"):
+        records("time", "sleep", tmp_path, interpret=False, timeout=1, args=(30,))

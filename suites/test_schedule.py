@@ -34,3 +34,15 @@ def test_slot_groups_spread_over_the_grid_are_found_in_the_ops_own_package(tmp_p
                     args=("kernel.paged_mqa_logits", "fp8_paged_mqa_logits", "slot-groups-neighbours"))
     assert [r["call"] for r in found] == [call.id for call in SLOT_GROUPED]
     assert all("the slot groups of one sequence must be neighbours in the grid" in r["finding"] for r in found), found
+
+
+def test_a_check_that_observes_too_few_calls_or_finds_a_fault_fails(monkeypatch):
+    import suites.schedule as schedule
+
+    monkeypatch.setattr(schedule, "findings", lambda check, op: [])
+    with pytest.raises(AssertionError, match=r"schedule-fill-shares: 0 of 2 calls observed"):
+        schedule.check_schedule(ScheduleCase("fill-shares"), fp8_paged_mqa_logits)
+    monkeypatch.setattr(schedule, "findings", lambda check, op: [{"call": "a", "finding": None},
+                                                                  {"call": "b", "finding": "split 0: out of order"}])
+    with pytest.raises(AssertionError, match=r"schedule-fill-shares, b: split 0: out of order"):
+        schedule.check_schedule(ScheduleCase("fill-shares"), fp8_paged_mqa_logits)

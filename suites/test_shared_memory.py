@@ -35,3 +35,10 @@ def test_the_verdict_fails_a_plan_past_hopper_shared_memory_and_a_bound_below_th
         shared_memory_verdict(_records(shared=240_000, estimate=250_000))
     with pytest.raises(AssertionError, match=r"the launcher estimates 90000 bytes at 3 stages, the compiler gives"):
         shared_memory_verdict(_records(estimate=90_000))
+
+
+def test_the_verdict_fails_a_plan_left_uncompiled_or_grouped_otherwise():
+    with pytest.raises(AssertionError, match=r"compiled plans .*, not "):
+        shared_memory_verdict(_records()[:-1])
+    with pytest.raises(AssertionError, match=r"planned 2 slots a program at 256 heads"):
+        shared_memory_verdict(_records(slots=2))
