@@ -2,6 +2,8 @@
 (``suites/schedule.py``): the suites' cases of kind ``schedule``, which ``kmut`` runs too,
 observed on Triton's CPU interpreter (in a process of their own in a GPU session)."""
 
+import os
+
 import pytest
 
 from kernel.paged_mqa_logits import fp8_paged_mqa_logits
@@ -36,6 +38,8 @@ def test_slot_groups_spread_over_the_grid_are_found_in_the_ops_own_package(tmp_p
     assert all("the slot groups of one sequence must be neighbours in the grid" in r["finding"] for r in found), found
 
 
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
+                    reason="a GPU session observes in a process of its own, which the patch does not reach")
 def test_a_check_that_observes_too_few_calls_or_finds_a_fault_fails(monkeypatch):
     import suites.schedule as schedule
 
