@@ -21,6 +21,7 @@ import itertools
 import json
 import zlib
 from collections.abc import Callable
+from typing import ClassVar
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
@@ -72,6 +73,19 @@ class HostCase:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class NamedCheckCase(HostCase):
+    """A case that runs one named check of its kind's family: its id is the kind's ``prefix``
+    and the check's name."""
+
+    check: str
+    prefix: ClassVar[str] = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.prefix}-{self.check}"
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,10 @@ Triton in interpreter mode cannot compile. No GPU is needed: the target is
 import itertools
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from oracle.refusal import Refusal
-from suites.cases import HostCase
+from suites.cases import NamedCheckCase
 from suites.own_process import package_root, records
 
 # what one block may take on sm_90 (the H100's and H200's opt-in maximum), as CUDA states it
@@ -32,15 +31,10 @@ CHECKS = ("cover", "dependent-launch", "pipeline-depth", "shared-memory")
 COMPILE_TIMEOUT = 1200
 
 
-@dataclass(frozen=True)
-class CompiledCodeCase(HostCase):
+class CompiledCodeCase(NamedCheckCase):
     """One family of checks on the op's kernel as compiled for sm_90 (``CHECKS``)."""
 
-    check: str
-
-    @property
-    def id(self) -> str:
-        return f"sm90-{self.check}"
+    prefix = "sm90"
 
 
 def compiled_code_cases() -> list[CompiledCodeCase]:

@@ -13,17 +13,15 @@ a CUDA runtime that sees one GPU refuses cuda:1, so there they run in a process 
 with every GPU hidden and the op's package first on the path.
 """
 
-import json
 import sys
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
 
 from oracle.refusal import Refusal
-from suites.cases import HostCase
+from suites.cases import NamedCheckCase
 from suites.fake_gpu import REQUIRED, TINY_MAX_MODEL_LEN, RecordedDeviceSwitch, replaced, tiny_call_tensors
-from suites.own_process import package_root, records
+from suites.own_process import on_the_interpreter
 
 # seconds a child process may take for one check
 OWN_PROCESS_TIMEOUT = 300
@@ -125,15 +123,10 @@ CHECKS = {"tensor-on-another-gpu-refused": tensor_on_another_gpu_refused, "launc
           "planned-on-its-gpu": planned_on_its_gpu, "own-sm-count": own_sm_count}
 
 
-@dataclass(frozen=True)
-class MultiGpuCase(HostCase):
+class MultiGpuCase(NamedCheckCase):
     """One check (``CHECKS``) of the op on a host of two GPUs, on fake tensors."""
 
-    check: str
-
-    @property
-    def id(self) -> str:
-        return f"multi-gpu-{self.check}"
+    prefix = "multi-gpu"
 
 
 def multi_gpu_cases() -> list[MultiGpuCase]:
@@ -145,21 +138,13 @@ def fake_second_gpu_refused() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() < 2
 
 
-def print_finding(module: str, function: str, check: str) -> None:
-    """The check's finding on the op ``module.function``, as a JSON line (a child's output)."""
-    import importlib
-
-    op = getattr(importlib.import_module(module), function)
-    print(json.dumps({"finding": CHECKS[check](op)}), flush=True)
+def finding(op, check: str) -> str | None:
+    return CHECKS[check](op)
 
 
 def check_multi_gpu(case: MultiGpuCase, op) -> None:
     """Raise AssertionError, saying what went wrong, unless ``op`` passes ``case``'s check."""
-    if fake_second_gpu_refused():
-        (record,) = records(__name__, "print_finding", package_root(op), interpret=True, timeout=OWN_PROCESS_TIMEOUT,
-                            args=(op.__module__, op.__name__, case.check))
-        finding = record["finding"]
-    else:
-        finding = CHECKS[case.check](op)
-    if finding is not None:
-        raise Refusal(f"{case.id}: {finding}")
+    found = on_the_interpreter(__name__, "finding", op, case.check, in_process=not fake_second_gpu_refused(),
+                               timeout=OWN_PROCESS_TIMEOUT)
+    if found is not None:
+        raise Refusal(f"{case.id}: {found}")

@@ -8,6 +8,7 @@ record, with the folder that holds the op's package first on its path: the proje
 ``kmut`` a mutant's copy of the package.
 """
 
+import importlib
 import json
 import os
 import shutil
@@ -47,6 +48,24 @@ def records(module: str, producer: str, root: Path, *, interpret: bool, timeout:
     if run.returncode != 0:
         raise Refusal(f"{module}.{producer} failed in its own process: {run.stderr.strip()[-1500:]}")
     return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+
+
+def on_the_interpreter(check_module: str, check: str, op, *args, in_process: bool, timeout: float):
+    """``check_module.check(op, *args)``: called here when ``in_process``, else in a child
+    process on Triton's interpreter with every GPU hidden and ``op``'s package first on the
+    path, which imports ``op`` anew from its module there. The result must be a JSON value."""
+    if in_process:
+        return getattr(importlib.import_module(check_module), check)(op, *args)
+    (record,) = records(__name__, "print_result", package_root(op), interpret=True, timeout=timeout,
+                        args=(check_module, check, op.__module__, op.__name__, *args))
+    return record["result"]
+
+
+def print_result(check_module: str, check: str, op_module: str, op_name: str, *args) -> None:
+    """The child's side of ``on_the_interpreter``: the check's result on the op, as a JSON line."""
+    op = getattr(importlib.import_module(op_module), op_name)
+    result = getattr(importlib.import_module(check_module), check)(op, *args)
+    print(json.dumps({"result": result}), flush=True)
 
 
 def edited_package(folder: Path, old: str, new: str, *, file: str = "paged_mqa_logits.py") -> Path:

@@ -1877,13 +1877,11 @@ def _on_gpu_but_the_moved(inputs: OpInputs, edited: OpInputs, keywords: dict) ->
         return None
     if any(getattr(inputs, name).shape != getattr(edited, name).shape for name in moved):
         return None
-    stay = {name: tensor for name, tensor in edited.tensors().items() if name not in moved}
+    host = {name: getattr(inputs, name) for name in moved}
     others = {name: value for name, value in keywords.items() if not (name == "out" and out_moved)}
-    if not claimable(replace(edited, **{name: getattr(inputs, name) for name in moved}), others) or \
-            not all(t.device.type == "cpu" for t in stay.values()):
+    if not claimable(replace(edited, **host), others):  # every other tensor a plain host one
         return None
     claimed_inputs, claimed_keywords = on_claimed_gpu(edited, others)
-    host = {name: getattr(inputs, name) for name in moved}
     if out_moved:
         claimed_keywords["out"] = torch.empty(keywords["out"].shape, dtype=keywords["out"].dtype)
     return replace(claimed_inputs, **host), claimed_keywords

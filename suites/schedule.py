@@ -20,14 +20,12 @@ interpreter: in the calling process when it interprets, else (a GPU session) in 
 its own with the interpreter on and the op's package first on the path.
 """
 
-import json
 import os
-from dataclasses import dataclass
 
 from oracle.interpreter_probe import Observer, argument_spans, observing
 from oracle.refusal import Refusal
-from suites.cases import Case, HostCase
-from suites.own_process import package_root, records
+from suites.cases import Case, NamedCheckCase
+from suites.own_process import on_the_interpreter
 
 # calls whose sequences take several programs (slot groups), over several splits
 SLOT_GROUPED = (
@@ -185,46 +183,27 @@ CHECKS = {"slot-groups-neighbours": (SLOT_GROUPED, neighbour_groups),
           "context-shares": (SPLIT_SHARED, context_shares)}
 
 
-@dataclass(frozen=True)
-class ScheduleCase(HostCase):
+class ScheduleCase(NamedCheckCase):
     """One family of checks (``CHECKS``) on the programs' order and shares, over its calls."""
 
-    check: str
-
-    @property
-    def id(self) -> str:
-        return f"schedule-{self.check}"
+    prefix = "schedule"
 
 
 def schedule_cases() -> list[ScheduleCase]:
     return [ScheduleCase(check) for check in CHECKS]
 
 
-def findings(check: str, op) -> list[dict]:
+def findings(op, check: str) -> list[dict]:
     """Per call of ``check``, what is wrong with ``op``'s programs (None where nothing is)."""
     calls, verdict = CHECKS[check]
     return [{"call": call.id, "finding": verdict(call, op)} for call in calls]
 
 
-def print_findings(module: str, function: str, check: str) -> None:
-    """``findings`` of the op ``module.function``, as JSON lines (a child process's output)."""
-    import importlib
-
-    import kernel  # noqa: F401  (selects the interpreter on a machine without CUDA)
-
-    op = getattr(importlib.import_module(module), function)
-    for record in findings(check, op):
-        print(json.dumps(record), flush=True)
-
-
 def check_schedule(case: ScheduleCase, op) -> None:
     """Raise AssertionError, naming the call, unless ``op``'s programs on the interpreter meet
     the work in the order and the shares ``case`` holds them to."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        found = findings(case.check, op)
-    else:
-        found = records(__name__, "print_findings", package_root(op), interpret=True, timeout=OWN_PROCESS_TIMEOUT,
-                        args=(op.__module__, op.__name__, case.check))
+    found = on_the_interpreter(__name__, "findings", op, case.check,
+                               in_process=os.environ.get("TRITON_INTERPRET") == "1", timeout=OWN_PROCESS_TIMEOUT)
     if len(found) != len(CHECKS[case.check][0]):
         raise Refusal(f"{case.id}: {len(found)} of {len(CHECKS[case.check][0])} calls observed")
     failed = next((record for record in found if record["finding"] is not None), None)

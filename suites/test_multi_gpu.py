@@ -83,6 +83,7 @@ def test_a_check_runs_in_a_process_of_its_own_with_every_gpu_hidden():
     from kernel.python_path import PROJECT_ROOT
     from suites.own_process import records
 
-    found = records("suites.multi_gpu", "print_finding", PROJECT_ROOT, interpret=True, timeout=300,
-                    args=("kernel.paged_mqa_logits", "fp8_paged_mqa_logits", "own-sm-count"))
-    assert found == [{"finding": None}]
+    found = records("suites.own_process", "print_result", PROJECT_ROOT, interpret=True, timeout=300,
+                    args=("suites.multi_gpu", "finding", "kernel.paged_mqa_logits", "fp8_paged_mqa_logits",
+                          "own-sm-count"))
+    assert found == [{"result": None}]

@@ -32,8 +32,10 @@ def test_slot_groups_spread_over_the_grid_are_found_in_the_ops_own_package(tmp_p
     root = edited_package(tmp_path, "first_slot = tl.program_id(0) % GROUPS * SLOT_GROUP",
                           "pid_b, first_slot = tl.program_id(0) % (tl.num_programs(0) // GROUPS),"
                           " tl.program_id(0) // (tl.num_programs(0) // GROUPS) * SLOT_GROUP")
-    found = records("suites.schedule", "print_findings", root, interpret=True, timeout=600,
-                    args=("kernel.paged_mqa_logits", "fp8_paged_mqa_logits", "slot-groups-neighbours"))
+    (record,) = records("suites.own_process", "print_result", root, interpret=True, timeout=600,
+                        args=("suites.schedule", "findings", "kernel.paged_mqa_logits", "fp8_paged_mqa_logits",
+                              "slot-groups-neighbours"))
+    found = record["result"]
     assert [r["call"] for r in found] == [call.id for call in SLOT_GROUPED]
     assert all("the slot groups of one sequence must be neighbours in the grid" in r["finding"] for r in found), found
 
@@ -43,10 +45,10 @@ def test_slot_groups_spread_over_the_grid_are_found_in_the_ops_own_package(tmp_p
 def test_a_check_that_observes_too_few_calls_or_finds_a_fault_fails(monkeypatch):
     import suites.schedule as schedule
 
-    monkeypatch.setattr(schedule, "findings", lambda check, op: [])
+    monkeypatch.setattr(schedule, "findings", lambda op, check: [])
     with pytest.raises(AssertionError, match=r"schedule-fill-shares: 0 of 2 calls observed"):
         schedule.check_schedule(ScheduleCase("fill-shares"), fp8_paged_mqa_logits)
-    monkeypatch.setattr(schedule, "findings", lambda check, op: [{"call": "a", "finding": None},
+    monkeypatch.setattr(schedule, "findings", lambda op, check: [{"call": "a", "finding": None},
                                                                   {"call": "b", "finding": "split 0: out of order"}])
     with pytest.raises(AssertionError, match=r"schedule-fill-shares, b: split 0: out of order"):
         schedule.check_schedule(ScheduleCase("fill-shares"), fp8_paged_mqa_logits)
