@@ -41,15 +41,16 @@ def compiled_code_cases() -> list[CompiledCodeCase]:
     return [CompiledCodeCase(check) for check in CHECKS]
 
 
-def compiled_records(producer: str, root: Path) -> list[dict]:
-    """The records ``producer`` of this module prints, compiled from ``root``'s package."""
-    return records(__name__, producer, root, interpret=False, timeout=COMPILE_TIMEOUT)
+def compiled_records(producer: str, root: Path, each=None) -> list[dict]:
+    """The records ``producer`` of this module prints, compiled from ``root``'s package;
+    ``each`` judges each as it comes (``own_process.records``)."""
+    return records(__name__, producer, root, interpret=False, timeout=COMPILE_TIMEOUT, each=each)
 
 
 def check_compiled_code(case: CompiledCodeCase, op) -> None:
     """Raise AssertionError, naming the configuration, unless the kernel of ``op``'s package,
     compiled for sm_90 as its launcher plans it, passes ``case``'s checks."""
-    compiled = compiled_records(_PRODUCERS[case.check], package_root(op))
+    compiled = compiled_records(_PRODUCERS[case.check], package_root(op), _EACH.get(case.check))
     if not compiled:
         raise Refusal(f"{case.id}: nothing was compiled")
     _VERDICTS[case.check](compiled)
@@ -172,43 +173,42 @@ def compile_covering() -> None:
 
 
 def cover_verdict(records: list[dict]) -> None:
-    """Every configuration of the cover compiles; launched as a dependent launch, as on a GPU,
-    each waits for the previous grid before its first global access (a wait that one branch
-    skips, or that comes after a prefetch of the block table, shows only where that branch is
-    compiled), and lets the next grid start before it too, in every program; no load carries a
-    cache policy."""
-    count = len(records)
-    failed = [r for r in records if "error" in r]
-    if failed:
-        raise Refusal(f"{len(failed)} of {count} configurations do not compile for sm_90: {failed[0]['key']}:"
-                      f" {failed[0]['error']}")
-    unwaited = [r["key"] for r in records if r["wait"] is None or r["access"] is None or r["wait"] > r["access"]]
-    if unwaited:
-        raise Refusal(f"{len(unwaited)} of {count} configurations, launched as dependent launches, touch global"
-                      f" memory before they wait for the previous grid (or never wait): {unwaited[0]}")
-    late = [r["key"] for r in records if r["launch_dependents"] is None or r["launch_dependents"] > r["access"]]
-    if late:
-        raise Refusal(f"{len(late)} of {count} configurations let the next grid start only after their first global"
-                      f" access (or never): the overlap a dependent launch buys is lost: {late[0]}")
-    skipped = [(r["key"], not_run_by_every_program(r)) for r in records if not_run_by_every_program(r)]
-    if skipped:
-        raise Refusal(f"{len(skipped)} of {count} configurations run a grid dependency mark in some programs only"
-                      f" (after a branch): {skipped[0]}")
-    hinted = [(r["key"], r["hinted_loads"]) for r in records if r["hinted_loads"]]
-    if hinted:
-        raise Refusal(f"{len(hinted)} of {count} configurations load global memory with a cache policy or make lines"
-                      f" persist in L2 (keys that other programs read again leave L2 first): {hinted[0]}")
+    """Every configuration of the cover passes ``cover_record_verdict``."""
+    for record in records:
+        cover_record_verdict(record)
+
+
+def cover_record_verdict(record: dict) -> None:
+    """The configuration compiles; launched as a dependent launch, as on a GPU, it waits for
+    the previous grid before its first global access (a wait that one branch skips, or that
+    comes after a prefetch of the block table, shows only where that branch is compiled), and
+    lets the next grid start before it too, in every program; no load carries a cache policy;
+    its stores are two streams, the logits left to the default and the fill marked to leave
+    L2 first."""
+    key = record["key"]
+    if "error" in record:
+        raise Refusal(f"configuration {key} does not compile for sm_90: {record['error']}")
+    if record["wait"] is None or record["access"] is None or record["wait"] > record["access"]:
+        raise Refusal(f"configuration {key}, launched as a dependent launch, touches global memory before it waits"
+                      f" for the previous grid (or never waits)")
+    if record["launch_dependents"] is None or record["launch_dependents"] > record["access"]:
+        raise Refusal(f"configuration {key} lets the next grid start only after its first global access (or never):"
+                      f" the overlap a dependent launch buys is lost")
+    if not_run_by_every_program(record):
+        raise Refusal(f"configuration {key} runs a grid dependency mark in some programs only (after a branch):"
+                      f" {not_run_by_every_program(record)}")
+    if record["hinted_loads"]:
+        raise Refusal(f"configuration {key} loads global memory with a cache policy or makes lines persist in L2"
+                      f" (keys that other programs read again leave L2 first): {record['hinted_loads']}")
     # two streams of stores: the logits, which the next kernel reads at once, left to the
     # default; the -inf fill, which nobody reads back, marked to leave L2 first
-    unfilled = [(r["key"], r["stores"]) for r in records if not r["stores"]["evict_first"]]
-    if unfilled:
-        raise Refusal(f"{len(unfilled)} of {count} configurations store no line marked evict_first: the -inf fill's"
-                      f" stores lost their hint and crowd the key tiles out of L2: {unfilled[0]}")
-    unplain = [(r["key"], r["stores"]) for r in records if not r["stores"]["plain"] or r["stores"]["other"]]
-    if unplain:
-        raise Refusal(f"{len(unplain)} of {count} configurations store every line with a hint, or with another one"
-                      f" than the fill's: the logits, which the next kernel reads at once, must keep the default:"
-                      f" {unplain[0]}")
+    stores = record["stores"]
+    if not stores["evict_first"]:
+        raise Refusal(f"configuration {key} stores no line marked evict_first: the -inf fill's stores lost their hint"
+                      f" and crowd the key tiles out of L2: {stores}")
+    if not stores["plain"] or stores["other"]:
+        raise Refusal(f"configuration {key} stores every line with a hint, or with another one than the fill's: the"
+                      f" logits, which the next kernel reads at once, must keep the default: {stores}")
 
 
 # -- a call planned as on a GPU --
@@ -341,20 +341,27 @@ def shared_memory_verdict(records: list[dict]) -> None:
     if [tuple(r["plan"]) for r in records] != PLANS:
         raise Refusal(f"compiled plans {[r['plan'] for r in records]}, not {PLANS}")
     for record in records:
-        rows, block_n, preshuffle = record["plan"]
-        where = f"{rows} query rows, block_n {block_n}, {'preshuffle' if preshuffle else 'flat'}"
-        if record["slots"] * ROWS[rows][0] != rows:
-            raise Refusal(f"{where}: planned {record['slots']} slots a program at {ROWS[rows][0]} heads")
-        stages, used, estimate = record["stages"], record["shared"], record["estimate"]
-        if used > HOPPER_SHARED_MEMORY_BYTES:
-            raise Refusal(f"{where}: {stages} stages take {used} bytes of shared memory, past Hopper's"
-                          f" {HOPPER_SHARED_MEMORY_BYTES}")
-        if used > estimate:
-            raise Refusal(f"{where}: the launcher estimates {estimate} bytes at {stages} stages, the compiler"
-                          f" gives {used}")
+        plan_verdict(record)
+
+
+def plan_verdict(record: dict) -> None:
+    """One plan's default depth fits Hopper's shared memory, within the launcher's bound."""
+    rows, block_n, preshuffle = record["plan"]
+    where = f"{rows} query rows, block_n {block_n}, {'preshuffle' if preshuffle else 'flat'}"
+    if record["slots"] * ROWS[rows][0] != rows:
+        raise Refusal(f"{where}: planned {record['slots']} slots a program at {ROWS[rows][0]} heads")
+    stages, used, estimate = record["stages"], record["shared"], record["estimate"]
+    if used > HOPPER_SHARED_MEMORY_BYTES:
+        raise Refusal(f"{where}: {stages} stages take {used} bytes of shared memory, past Hopper's"
+                      f" {HOPPER_SHARED_MEMORY_BYTES}")
+    if used > estimate:
+        raise Refusal(f"{where}: the launcher estimates {estimate} bytes at {stages} stages, the compiler"
+                      f" gives {used}")
 
 
 _PRODUCERS = {"cover": "compile_covering", "dependent-launch": "compile_dependent_launches",
               "pipeline-depth": "compile_depths", "shared-memory": "compile_plans"}
 _VERDICTS = {"cover": cover_verdict, "dependent-launch": dependent_launch_verdict, "pipeline-depth": depth_verdict,
              "shared-memory": shared_memory_verdict}
+# the checks that judge each record alone, as it is compiled: the first finding ends the case
+_EACH = {"cover": cover_record_verdict, "shared-memory": plan_verdict}

@@ -14,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from kernel.python_path import PROJECT_ROOT
@@ -32,22 +34,43 @@ def package_root(op) -> Path:
     return Path(file).resolve().parents[depth]
 
 
-def records(module: str, producer: str, root: Path, *, interpret: bool, timeout: float, args: tuple = ()) -> list[dict]:
+def records(module: str, producer: str, root: Path, *, interpret: bool, timeout: float, args: tuple = (),
+            each=None) -> list[dict]:
     """The JSON lines ``module.producer(*args)`` prints (``args`` plain values), run in a child
-    process with Triton's interpreter on or off and ``root``'s package first on the path."""
+    process with Triton's interpreter on or off and ``root``'s package first on the path.
+    ``each`` sees every record as it arrives: where it raises, the child is stopped there and
+    the error propagates (a finding in the first of forty compiles needs no other)."""
     path = [str(root), str(SUITES_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     env = {**os.environ, "TRITON_INTERPRET": "1" if interpret else "0", "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
     if interpret:
         env["CUDA_VISIBLE_DEVICES"] = ""  # the interpreter's programs run on the CPU
-    try:
+    with tempfile.TemporaryFile("w+") as errors:
         # run from ``root``: ``python -c`` puts its folder first on the path, before PYTHONPATH
-        run = subprocess.run([sys.executable, "-c", f"from {module} import {producer}; {producer}(*{args!r})"],
-                             capture_output=True, text=True, env=env, cwd=root, timeout=timeout)
-    except subprocess.TimeoutExpired as error:
-        raise Refusal(f"{module}.{producer} took more than {timeout:.0f} s in its own process") from error
-    if run.returncode != 0:
-        raise Refusal(f"{module}.{producer} failed in its own process: {run.stderr.strip()[-1500:]}")
-    return [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+        child = subprocess.Popen([sys.executable, "-c", f"from {module} import {producer}; {producer}(*{args!r})"],
+                                 stdout=subprocess.PIPE, stderr=errors, text=True, env=env, cwd=root)
+        late = threading.Event()
+        overdue = threading.Timer(timeout, lambda: (late.set(), child.kill()))
+        overdue.start()
+        found = []
+        try:
+            for line in child.stdout:
+                if line.startswith("{"):
+                    found.append(json.loads(line))
+                    if each is not None:
+                        each(found[-1])
+            code = child.wait()
+        finally:
+            overdue.cancel()
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            child.stdout.close()
+        if late.is_set():
+            raise Refusal(f"{module}.{producer} took more than {timeout:.0f} s in its own process")
+        if code != 0:
+            errors.seek(0)
+            raise Refusal(f"{module}.{producer} failed in its own process: {errors.read().strip()[-1500:]}")
+    return found
 
 
 def on_the_interpreter(check_module: str, check: str, op, *args, in_process: bool, timeout: float):

@@ -11,6 +11,8 @@ sm_90 (no GPU needed), show them. These are the suites' cases of kind ``compiled
 witness.
 """
 
+import os
+
 import pytest
 
 from kernel import fp8_paged_mqa_logits
@@ -147,16 +149,16 @@ def _cover_record(**change) -> dict:
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(error="CompilationError: at 12:4"), r"1 of 2 configurations do not compile for sm_90: k: Compilation"),
-    (dict(wait=6), r"touch global memory before they wait for the previous grid"),
-    (dict(wait=None), r"touch global memory before they wait for the previous grid \(or never wait\)"),
-    (dict(launch_dependents=None), r"let the next grid start only after their first global access \(or never\)"),
-    (dict(launch_dependents_everywhere=False), r"run a grid dependency mark in some programs only"),
-    (dict(hinted_loads=["ld.global.cs.b32 %r5, [%rd3];"]), r"load global memory with a cache policy"),
-    (dict(stores={"plain": 2, "evict_first": 0, "other": []}), r"store no line marked evict_first"),
-    (dict(stores={"plain": 0, "evict_first": 2, "other": []}), r"store every line with a hint"),
+    (dict(error="CompilationError: at 12:4"), r"configuration k does not compile for sm_90: Compilation"),
+    (dict(wait=6), r"touches global memory before it waits for the previous grid"),
+    (dict(wait=None), r"touches global memory before it waits for the previous grid \(or never waits\)"),
+    (dict(launch_dependents=None), r"lets the next grid start only after its first global access \(or never\)"),
+    (dict(launch_dependents_everywhere=False), r"runs a grid dependency mark in some programs only"),
+    (dict(hinted_loads=["ld.global.cs.b32 %r5, [%rd3];"]), r"loads global memory with a cache policy"),
+    (dict(stores={"plain": 2, "evict_first": 0, "other": []}), r"stores no line marked evict_first"),
+    (dict(stores={"plain": 0, "evict_first": 2, "other": []}), r"stores every line with a hint"),
     (dict(stores={"plain": 1, "evict_first": 1, "other": ["st.global.cs.b32 [%rd1], %r2;"]}),
-     r"store every line with a hint, or with another one than the fill's"),
+     r"stores every line with a hint, or with another one than the fill's"),
 ])
 def test_the_cover_verdict_fails_each_finding(change, message):
     cover_verdict([_cover_record(), _cover_record()])
@@ -197,7 +199,7 @@ def test_the_case_compiles_the_kernel_of_the_ops_own_package(tmp_path):
 def test_a_case_that_compiles_nothing_fails(monkeypatch):
     import suites.compiled_code as compiled_code
 
-    monkeypatch.setattr(compiled_code, "compiled_records", lambda producer, root: [])
+    monkeypatch.setattr(compiled_code, "compiled_records", lambda producer, root, each=None: [])
     with pytest.raises(AssertionError, match=r"sm90-cover: nothing was compiled"):
         compiled_code.check_compiled_code(CompiledCodeCase("cover"), fp8_paged_mqa_logits)
 
@@ -219,6 +221,32 @@ def test_the_depth_verdict_fails_a_stage_count_left_uncompiled():
     records = [r for r in _depth_records(lambda stages: 4 * (stages - 1)) if r["stages"] != DEPTHS[-1]]
     with pytest.raises(AssertionError, match=r"tile-in-one-block: compiled at stage counts \[1, 3\], not \[1, 3, 6\]"):
         depth_verdict(records)
+
+
+def test_a_finding_stops_the_child_at_the_record_that_shows_it(tmp_path):
+    """A check that judges each record as it comes ends the child at the first finding: a
+    mutant that loses a store's hint dies at the first of the cover's forty compiles."""
+    from suites.own_process import records
+
+    (tmp_path / "counting.py").write_text(
+        "import json, os, time\n"
+        "def count():\n"
+        "    print(json.dumps({'pid': os.getpid(), 'i': -1}), flush=True)\n"
+        "    for i in range(3):\n"
+        "        print(json.dumps({'i': i}), flush=True)\n"
+        "    time.sleep(3600)\n")
+    seen = []
+
+    def judge(record):
+        seen.append(record)
+        if record["i"] == 2:
+            raise AssertionError("record 2 is wrong")
+
+    with pytest.raises(AssertionError, match=r"record 2 is wrong"):
+        records("counting", "count", tmp_path, interpret=False, timeout=60, each=judge)
+    assert [r["i"] for r in seen] == [-1, 0, 1, 2]
+    with pytest.raises(ProcessLookupError):  # stopped and reaped, not left to sleep
+        os.kill(seen[0]["pid"], 0)
 
 
 def test_a_child_process_that_fails_or_hangs_is_a_refusal(tmp_path):
