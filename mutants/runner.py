@@ -47,7 +47,7 @@ from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerSt
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
 from suites.candidates import static_cost
 from suites.cases import AXES, Case
-from suites.runnable import compiles_in_its_own_process, to_dict
+from suites.runnable import compiles_in_its_own_process, may_run_in_its_own_process, to_dict
 
 # the classifier's verdict for a mutant the suite cannot tell from the original although
 # other configurations can: stored as a survivor, with this reason
@@ -88,6 +88,8 @@ SHARE_SECONDS = 1.0
 ORDER_TIME_CLASS = 4.0
 # before the baseline has measured it, what a case that holds gigabytes is taken to need
 GIGABYTE_CASE_SECONDS = 5.0
+# and one whose check may start a process of its own (10-20 s each on a busy 16-core GPU host)
+OWN_PROCESS_CASE_SECONDS = 10.0
 GIGABYTE_CASE_PEAK = 10 * 2**30  # the largest measured on an H200 is 8 GiB
 # cases that hold gigabytes dealt out at once: more would wait in the memory gate, each
 # holding a worker that small cases could use
@@ -788,11 +790,13 @@ class Runner:
 
     def expected_seconds(self, index: int) -> float:
         """The case's time on the baseline; before one measured it, a guess for a case that
-        holds gigabytes, else nothing."""
+        holds gigabytes or may start a process of its own, else nothing."""
         seconds = self.case_seconds.get(self.case_ids[index])
         if seconds is not None:
             return seconds
-        return GIGABYTE_CASE_SECONDS if self.holds_gigabytes(index) else 0.0
+        if self.holds_gigabytes(index):
+            return GIGABYTE_CASE_SECONDS
+        return OWN_PROCESS_CASE_SECONDS if may_run_in_its_own_process(self.cases[index]) else 0.0
 
     @staticmethod
     def _launch_failed(mutant: Mutant, record: CaseRecord, compiled_somewhere: bool) -> bool:
@@ -1297,11 +1301,14 @@ def time_class(seconds: float) -> float:
 
 
 def compile_grouped_order(cases) -> list[int]:
-    """Case indices, the cases of each compiled kernel side by side, the kernels with cases
-    that hold gigabytes first and those cases first within them (the longest, so that they
-    start early, side by side); suite order otherwise."""
+    """Case indices: first the cases that may run in a process of their own (the longest of a
+    GPU's baseline, which need no GPU: they start at once, side by side); then the cases of
+    each compiled kernel side by side, the kernels with cases that hold gigabytes first and
+    those cases first within them (the longest, so that they start early, side by side);
+    suite order otherwise."""
     heavy_kernels = {case.compile_key for case in cases if _holds_gigabytes(case)}
-    return sorted(range(len(cases)), key=lambda i: (cases[i].compile_key not in heavy_kernels, cases[i].compile_key,
+    return sorted(range(len(cases)), key=lambda i: (not may_run_in_its_own_process(cases[i]),
+                                                    cases[i].compile_key not in heavy_kernels, cases[i].compile_key,
                                                     not _holds_gigabytes(cases[i]), i))
 
 

@@ -20,7 +20,7 @@ import torch
 
 from oracle import OpInputs
 from suites.call_cost import CallCostCase, call_cost_cases, check_call_cost
-from suites.cases import Case, suite
+from suites.cases import Case, NamedCheckCase, suite
 from suites.check import GUARD_COLUMNS, build_inputs, check_case, interpreter_checked
 from suites.compiled_code import CompiledCodeCase, check_compiled_code, compiled_code_cases
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case
@@ -108,6 +108,13 @@ def same_verdict_anywhere(case) -> bool:
     wherever the op runs, so a recheck on another device or under a memory checker has nothing
     to add to it."""
     return isinstance(case, (CompiledCodeCase, ScheduleCase, MultiGpuCase))
+
+
+def may_run_in_its_own_process(case) -> bool:
+    """Whether ``case``'s check may start a child process of Python (``suites/own_process.py``:
+    a compile for sm_90, the interpreter observed from a GPU host, placement on fake GPUs with
+    the real one hidden): seconds each, mostly the child's start."""
+    return isinstance(case, NamedCheckCase)
 
 
 def compiles_in_its_own_process(case) -> bool:

@@ -32,6 +32,7 @@ from mutants.worker import (ERROR, FAIL, PASS, STILLBORN, _sabotaged, classify_e
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.candidates import static_cost
+from suites.runnable import may_run_in_its_own_process, suite_cases
 from suites.cases import Case, curated, smoke, suite
 
 pytestmark = pytest.mark.skipif(
@@ -345,6 +346,35 @@ def test_the_cases_that_hold_gigabytes_start_first_each_taken_to_need_memory_unt
         assert runner.case_peak_by_index(large[0]) == 0 and runner.expected_seconds(large[0]) == 0.25
     finally:
         shutil.rmtree(runner.workdir, ignore_errors=True)
+
+
+def test_the_cases_that_may_run_in_a_process_of_their_own_start_first_each_in_a_share_of_its_own(tmp_path):
+    """Their checks compile for sm_90 or observe the interpreter in a child process: on a
+    16-core GPU host 10-20 s each, the longest cases of the baseline. Dealt in the suite's
+    order, in shares sized for cases of no known cost, one worker ran several of them one
+    after another while the others sat idle."""
+    from mutants.runner import _Progress, _Scheduler, _Task
+
+    cases = suite_cases("curated")
+    own = [i for i, case in enumerate(cases) if may_run_in_its_own_process(case)]
+    assert len(own) >= 12
+    order = compile_grouped_order(cases)
+    assert order[:len(own)] == own
+    runner = _runner(tmp_path, cases)
+    try:
+        assert runner.expected_seconds(own[0]) == runner_module.OWN_PROCESS_CASE_SECONDS
+        runner.jobs = 16
+        scheduler = _Scheduler(runner, [], label="")
+        progress = _Progress(_Task("<baseline>", "", order, False, shared=True))
+        shares = []
+        for _ in own:
+            shares.append(scheduler._share(progress))
+            progress.assigned.update(shares[-1])
+            progress.holders = 1
+        assert [share[0] for share in shares] == own
+        assert all(sum(i in own for i in share) == 1 for share in shares)
+    finally:
+        runner.close()
 
 
 def test_the_baseline_deals_each_kernel_to_few_workers_and_keeps_every_worker_busy(tmp_path):
