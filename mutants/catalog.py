@@ -2203,6 +2203,18 @@ CATALOG: tuple[Bug, ...] = (
         mutate=_replace_with("range(tile_begin, tile_end)"),
     ),
     Bug(
+        name="key-loop-shallower-for-wide-programs",
+        description="the key loop's stages capped at 3 for programs of more than 64 query rows (\"a 128-row"
+                    " accumulator with six stages spills\"): the decode with a draft token (64 heads, next_n 2)"
+                    " loads fewer tiles ahead; every value, and every program of 64 rows or fewer, the same",
+        exposed_by=Exposure("the key loop compiled for sm_90 at 1, 3 and 6 stages in a program of 128 query rows"
+                            " (the compiled-code case)", _compiled("pipeline-depth")),
+        site=_call("range") & m.Call(args=[m.Arg(m.Name("tile_begin")), m.Arg(m.Name("tile_end")),
+                                           m.Arg(keyword=m.Name("num_stages"))]),
+        mutate=_replace_with("tl.range(tile_begin, tile_end,"
+                             " num_stages=NUM_STAGES if ROWS <= 64 else min(NUM_STAGES, 3))"),
+    ),
+    Bug(
         name="next-grid-let-start-by-the-first-split-only",
         description="only the programs of the first split let the next grid start (\"one signal is enough\"):"
                     " the next kernel's programs then wait for every other program to end; every value the same",

@@ -276,6 +276,7 @@ def dependent_launch_verdict(records: list[dict]) -> None:
 # -- the key loop's pipeline depth --
 
 DEPTHS = (1, 3, 6)
+WIDE_PATH, WIDE_ROWS = "tile-in-one-block-128-rows", 128
 # each way the kernel gathers a tile's keys, by name: one block per tile, or a block id per
 # token (blocks narrower than the tile), on each layout of the cache
 GATHER_PATHS = {
@@ -283,6 +284,9 @@ GATHER_PATHS = {
     "per-token": dict(kv_block=16, block_n=64),
     "per-token-preshuffle": dict(kv_block=16, block_n=64, preshuffle=True),
     "per-token-narrow": dict(kv_block=5, block_n=16),
+    # 128 query rows a program (64 heads, two next_n slots: the decode with one draft token),
+    # where a depth capped inside the kernel for wide programs would show
+    WIDE_PATH: dict(kv_block=64, block_n=64, heads=64, next_n=2),
 }
 
 
@@ -294,9 +298,10 @@ def compile_depths() -> None:
 
     for path, layout in GATHER_PATHS.items():
         for stages in DEPTHS:
-            (target,) = compile_targets([Case(heads=32, head_dim=64, num_stages=stages, **layout)], device="cpu",
-                                        every_launch=False)
-            print(json.dumps({"path": path, "stages": stages,
+            (target,) = compile_targets([Case(**{"heads": 32, "head_dim": 64, **layout}, num_stages=stages)],
+                                        device="cpu", every_launch=False)
+            constexprs = dict(target.constexprs)
+            print(json.dumps({"path": path, "stages": stages, "rows": constexprs["HEADS"] * constexprs["SLOT_GROUP"],
                               "async_copies": async_copies(compile_target(target).asm["ptx"])}))
 
 
@@ -304,12 +309,16 @@ def depth_verdict(records: list[dict]) -> None:
     """On each gather path, the key loop keeps as many tiles in flight as the stage count the
     launcher chose: each stage more is more asynchronous copies started ahead, and one stage
     is none. A loop that drops the count (a plain ``range``, or a depth capped inside the
-    kernel on one path, say the per-token gather of the common 16-token pages) computes the
-    same values 6-30% slower on an H100 (bench/NOTES.md), and only its compiled code shows it."""
+    kernel on one path, say the per-token gather of the common 16-token pages, or for programs
+    of more than 64 query rows) computes the same values 6-30% slower on an H100
+    (bench/NOTES.md), and only its compiled code shows it."""
     for path in GATHER_PATHS:
         copies = {r["stages"]: r["async_copies"] for r in records if r["path"] == path}
         if list(copies) != list(DEPTHS):
             raise Refusal(f"{path}: compiled at stage counts {list(copies)}, not {list(DEPTHS)}")
+        rows = {r["rows"] for r in records if r["path"] == path}
+        if path == WIDE_PATH and rows != {WIDE_ROWS}:
+            raise Refusal(f"{path}: compiled programs of {sorted(rows)} query rows, not {WIDE_ROWS}")
         if copies[1] != 0:
             raise Refusal(f"{path}: one stage, yet {copies[1]} asynchronous copies: {copies}")
         counts = [copies[s] for s in DEPTHS]

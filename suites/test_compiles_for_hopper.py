@@ -17,9 +17,10 @@ import pytest
 
 from kernel import fp8_paged_mqa_logits
 from kernel.python_path import PROJECT_ROOT
-from suites.compiled_code import (DEPTHS, GATHER_PATHS, GLOBAL_ACCESS, CompiledCodeCase, compiled_code_cases,
-                                  compiled_records, cover_verdict, covering, depth_verdict, dependent_launch_verdict,
-                                  hinted_loads, not_run_by_every_program, ptx_order, store_hints)
+from suites.compiled_code import (DEPTHS, GATHER_PATHS, GLOBAL_ACCESS, WIDE_PATH, WIDE_ROWS, CompiledCodeCase,
+                                  compiled_code_cases, compiled_records, cover_verdict, covering, depth_verdict,
+                                  dependent_launch_verdict, hinted_loads, not_run_by_every_program, ptx_order,
+                                  store_hints)
 from suites.own_process import edited_package, package_root
 from suites.runnable import check, from_dict, to_dict
 
@@ -176,8 +177,8 @@ def test_the_dependent_launch_verdict_fails_a_late_wait_and_a_launch_not_made_de
 
 
 def _depth_records(per_stage) -> list[dict]:
-    return [{"path": path, "stages": stages, "async_copies": per_stage(stages)} for path in GATHER_PATHS
-            for stages in DEPTHS]
+    return [{"path": path, "stages": stages, "rows": WIDE_ROWS if path == WIDE_PATH else 32,
+             "async_copies": per_stage(stages)} for path in GATHER_PATHS for stages in DEPTHS]
 
 
 def test_the_depth_verdict_fails_a_loop_that_loads_nothing_ahead():
@@ -215,6 +216,23 @@ def test_the_dependent_launch_verdict_fails_each_finding(change, message):
     records = [{"validate": v, "launch_pdl": True, **_cover_record()} for v in (True, False)]
     with pytest.raises(AssertionError, match=message):
         dependent_launch_verdict(change(records))
+
+
+def test_the_depth_verdict_fails_a_wide_path_compiled_narrow():
+    """A launcher that stops grouping two next_n slots into one program would leave the path
+    of 128 query rows a path of 64, and a depth capped for wide programs out of sight."""
+    records = [{**r, "rows": 64} if r["path"] == WIDE_PATH else r for r in _depth_records(lambda s: 4 * (s - 1))]
+    with pytest.raises(AssertionError, match=r"tile-in-one-block-128-rows: compiled programs of \[64\] query rows"):
+        depth_verdict(records)
+
+
+def test_a_depth_capped_inside_the_kernel_for_wide_programs_fails(tmp_path):
+    """The cap a kernel engineer might put on a 128-row accumulator's key stages (registers
+    spill at six): every interpreted value and every program of 32 rows are the same."""
+    root = edited_package(tmp_path, "tl.range(tile_begin, tile_end, num_stages=NUM_STAGES)",
+                          "tl.range(tile_begin, tile_end, num_stages=NUM_STAGES if ROWS <= 64 else min(NUM_STAGES, 3))")
+    with pytest.raises(AssertionError, match=r"tile-in-one-block-128-rows: the key loop's async copies do not grow"):
+        depth_verdict(compiled_records("compile_depths", root))
 
 
 def test_the_depth_verdict_fails_a_stage_count_left_uncompiled():
