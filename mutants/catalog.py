@@ -103,6 +103,21 @@ _USED_COLUMNS = m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(valu
 # the kernel's `scores = tl.maximum(scores, 0.0) * head_weights[None, :]`
 _WEIGHTED_SCORES = m.Assign(targets=[m.AssignTarget(m.Name("scores"))],
                             value=m.BinaryOperation(left=_call("maximum"), operator=m.Multiply()))
+# the kernel's head sum, `logits = tl.sum(tl.reshape(scores, (..., SLOT_GROUP, HEADS)), axis=2)`
+_HEAD_SUM = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name("logits"))],
+                                                 value=_call("sum") & m.Call(args=[m.Arg(_call("reshape")),
+                                                                                   m.ZeroOrMore()]))])
+
+
+def _head_sum_in_halves_when(condition: str):
+    """The head sum as two half sums (one sum of all heads where they are odd) where the
+    run-time ``condition`` holds, the original sum elsewhere."""
+    halves = ("logits = tl.sum(tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, SLOT_GROUP, 2 - HEADS % 2,"
+              " HEADS // (2 - HEADS % 2))), axis=3), axis=2)")
+    full = "logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, SLOT_GROUP, HEADS)), axis=2)"
+    return lambda node: cst.parse_statement(f"if {condition}:\n    {halves}\nelse:\n    {full}\n")
+
+
 # the per-token gather's scale pointers, from each token's block
 _TOKEN_SCALE_POINTERS = m.Assign(targets=[m.AssignTarget(m.Name("scale_ptrs"))], value=_names("token_block_ptrs"))
 # the variable an MPS client's environment gives its share of the GPU's threads in
@@ -2213,6 +2228,28 @@ CATALOG: tuple[Bug, ...] = (
                                            m.Arg(keyword=m.Name("num_stages"))]),
         mutate=_replace_with("tl.range(tile_begin, tile_end,"
                              " num_stages=NUM_STAGES if ROWS <= 64 else min(NUM_STAGES, 3))"),
+    ),
+    Bug(
+        name="head-sum-in-halves-on-wide-tables",
+        description="the head sum as two half sums where the block table holds 4,096 tokens or more (\"two short"
+                    " dependency chains overlap a long context's loads better\"): engines size the table for the"
+                    " batch's longest sequence, so a short request's logits change bits when a long one joins it;"
+                    " every value within any tolerance",
+        exposed_by=Exposure("a sequence called alone with a table of 2**17 tokens, at 4 heads or more (every logits"
+                            " case calls one)", _logits(lambda c: c.heads >= 4)),
+        site=_HEAD_SUM,
+        mutate=_head_sum_in_halves_when("stride_table * KV_BLOCK >= 4096"),
+    ),
+    Bug(
+        name="head-sum-in-halves-on-large-batches",
+        description="the head sum as two half sums in batches of 32 sequences or more (\"throughput-bound: more"
+                    " independent adds\"), chosen at run time so a drifting batch compiles one kernel: a"
+                    " request's logits change bits as the batch around it grows past 32; every value within any"
+                    " tolerance",
+        exposed_by=Exposure("a batch of 32 or more at 4 heads or more, its shortest sequence called alone (every"
+                            " logits case calls one)", _logits(lambda c: c.batch >= 32 and c.heads >= 4)),
+        site=_HEAD_SUM,
+        mutate=_head_sum_in_halves_when("tl.num_programs(0) // GROUPS >= 32"),
     ),
     Bug(
         name="next-grid-let-start-by-the-first-split-only",

@@ -15,7 +15,7 @@ import torch
 from kernel import fp8_paged_mqa_logits
 from oracle import OpInputs, make_inputs, reference_logits
 from suites.cases import AXES, Case, suite
-from suites.check import SPARE_BLOCKS_PER_ROW, check_case, input_arguments, interpreter_checked
+from suites.check import SPARE_BLOCKS_PER_ROW, WIDE_TABLE_TOKENS, check_case, input_arguments, interpreter_checked
 from suites.rejections import EDITS, RejectionCase, check_rejection, rejection_cases, same_bits
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="runs the checker on the CPU")
@@ -73,11 +73,13 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
     case = declared
     op = _RecordingReference()
     check_case(case, op)
-    assert len(op.calls) >= 2 + bool(case.tuning())
+    # the last two calls are one sequence alone (``test_one_sequence_alone_is_the_declared_one``)
+    calls = op.calls[:-2]
+    assert len(calls) >= 2 + bool(case.tuning())
     # built here from the module's own reference to the arguments: a checker patched to build
     # lighter inputs must not change what its calls are compared with
     built = None if case.holds_gigabytes else make_inputs(**input_arguments(case))
-    for number, (given, keywords) in enumerate(op.calls, start=1):
+    for number, (given, keywords) in enumerate(calls, start=1):
         what = f"call {number} of {case.id}"
         assert given.q.shape == (case.batch, case.next_n, case.heads, case.head_dim), what
         assert given.q.dtype == torch.float8_e4m3fn, what
@@ -104,6 +106,37 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
                 assert mine.dtype == theirs.dtype and _strides_that_count(mine) == _strides_that_count(theirs), \
                     f"{what}: {name}'s layout"
                 assert same_bits(mine, theirs), f"{what}: {name} differs from what the case builds"
+
+
+@pytest.mark.parametrize("declared", [c for c in CASES if not c.holds_gigabytes][:12],
+                         ids=lambda c: c.id)
+def test_one_sequence_alone_is_the_declared_one(declared):
+    """The two calls of the batch's shortest sequence alone hand the op that sequence's own
+    rows and blocks of the declared inputs (a narrow table and max_model_len, then a table of
+    ``WIDE_TABLE_TOKENS``), not a lighter sequence or another pool."""
+    op = _RecordingReference()
+    check_case(declared, op)
+    built = make_inputs(**input_arguments(declared))
+    lengths = list(declared.context_lens())
+    sequence = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
+    length, next_n, kv_block = lengths[sequence], declared.next_n, declared.kv_block
+    blocks = max(1, -(-length // kv_block))
+    (narrow, narrow_keywords), (wide, wide_keywords) = op.calls[-2:]
+    wide_width = max(blocks, -(-WIDE_TABLE_TOKENS // kv_block))
+    for given, width, max_model_len in ((narrow, blocks, max(1, length)),
+                                        (wide, wide_width, declared.max_model_len())):
+        assert same_bits(given.q, built.q[sequence:sequence + 1])
+        assert same_bits(given.weights, built.weights[sequence * next_n:(sequence + 1) * next_n])
+        assert given.context_lens.tolist() == [length] and given.max_model_len == max_model_len
+        assert (given.next_n_lens is None) == (built.next_n_lens is None)
+        assert given.next_n_lens is None or given.next_n_lens.tolist() == [int(built.next_n_lens[sequence])]
+        assert given.block_table.shape == (1, width)
+        assert same_bits(given.block_table[:, :blocks], built.block_table[sequence:sequence + 1, :blocks])
+        assert given.kv_cache.data_ptr() == op.calls[0][0].kv_cache.data_ptr()
+        assert given.preshuffle == declared.preshuffle
+    # no knob: the launcher chooses for the sequence alone, as for a request with no neighbours
+    unchecked = {"validate": False} if declared.seed % 2 else {}
+    assert narrow_keywords == wide_keywords == unchecked
 
 
 def test_the_call_into_out_strides_every_size_one_dimension_anew():
