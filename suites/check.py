@@ -6,9 +6,9 @@ written past ``max_model_len`` into a caller's strided ``out``; the two runs (a 
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
 the result) and leaves every keyword at its default where the call allows (a default the
-op documents is part of the contract); the batch's shortest sequence called alone, with a
-table just wide enough and with a wide one, gives the batch's bits for it
-(``one_sequence_alone``). Every other case (by seed) makes its fresh and
+op documents is part of the contract); the batch's shortest sequence called alone with a
+table just wide enough, and its last with a wide one, give the batch's bits for them
+(``sequences_alone``). Every other case (by seed) makes its fresh and
 third runs with ``validate=False``: the unchecked path computes the same values, and two
 results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call, a tuning the kernel can run (``unrunnable``: no warp
@@ -101,8 +101,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*restrided.op_args(), **restrided.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **keywords_a_caller_spells(on_device), **unchecked) \
             if case.tuning() else fresh
-        sequence, alone_calls = one_sequence_alone(on_device)
-        alone = [op(*call.op_args(), **keywords_a_caller_spells(call), **unchecked) for call in alone_calls.values()]
+        alone_calls = sequences_alone(on_device)
+        alone = [op(*call.op_args(), **keywords_a_caller_spells(call), **unchecked) for _, _, call in alone_calls]
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
@@ -136,7 +136,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
     next_n = inputs.q.shape[1]
-    for (what, call), result in zip(alone_calls.items(), alone):
+    for (sequence, what, call), result in zip(alone_calls, alone):
         assert_bitwise_equal(fresh[sequence * next_n:(sequence + 1) * next_n, :call.max_model_len], result,
                              f"sequence {sequence}'s rows in the batch and the same sequence called alone ({what})")
 
@@ -146,33 +146,40 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 WIDE_TABLE_TOKENS = 1 << 17
 
 
-def one_sequence_alone(inputs: OpInputs) -> tuple[int, dict[str, OpInputs]]:
-    """The batch's shortest sequence (the last of the shortest) as calls of its own, as a
-    serving engine makes them when the sequence runs with no neighbours: its rows of q and the
-    weights, the same pool; once with a block table of just the blocks its context needs and a
-    ``max_model_len`` of its context (at least 1), once with a table of ``WIDE_TABLE_TOKENS``
-    (entries past its blocks outside the pool, as the batch's spare ones) and the batch's
-    ``max_model_len``. Its logits must be the batch's bits for it: they pick its top-k tokens,
-    and a code path chosen by the batch's size, its table's width or its longest context
-    (another rounding of the same sum, within any tolerance) changes which tokens a request
-    attends to with the requests beside it."""
+def sequences_alone(inputs: OpInputs) -> list[tuple[int, str, OpInputs]]:
+    """Two sequences of the batch as calls of their own, as a serving engine makes them when a
+    sequence runs with no neighbours: its rows of q and the weights, the same pool. The
+    shortest (the last of the shortest) with a block table of just the blocks its context
+    needs and a ``max_model_len`` of its context (at least 1); the last sequence, moved to the
+    grid's first programs, with a table of ``WIDE_TABLE_TOKENS`` (entries past its blocks
+    outside the pool, as the batch's spare ones) and the batch's ``max_model_len``. Each must
+    give the batch's bits for it: a sequence's logits pick its top-k tokens, and a code path
+    chosen by the batch's size, its table's width, its longest context or a sequence's place
+    in it (another rounding of the same sum, within any tolerance) changes which tokens a
+    request attends to with the requests beside it. Returns (sequence, what, call)."""
     lengths = inputs.context_lens.tolist()
-    sequence = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
-    length, next_n, kv_block = lengths[sequence], inputs.q.shape[1], inputs.kv_cache.shape[1]
-    blocks = max(1, -(-length // kv_block))
-    table = inputs.block_table[sequence:sequence + 1, :blocks]
-    outside = torch.full((1, max(blocks, -(-WIDE_TABLE_TOKENS // kv_block))), 2**31 - 1, dtype=table.dtype,
-                         device=table.device)
-    outside[:, :blocks] = table
+    shortest, last = max(range(len(lengths)), key=lambda b: (-lengths[b], b)), len(lengths) - 1
+    narrow = _alone(inputs, shortest)
+    wide = _alone(inputs, last)
+    used = wide.block_table.shape[1]
+    table = torch.full((1, max(used, -(-WIDE_TABLE_TOKENS // inputs.kv_cache.shape[1]))), 2**31 - 1,
+                       dtype=wide.block_table.dtype, device=wide.block_table.device)
+    table[:, :used] = wide.block_table
+    return [(shortest, "a table and max_model_len just wide enough for it",
+             replace(narrow, max_model_len=max(1, lengths[shortest]))),
+            (last, f"a table of {WIDE_TABLE_TOKENS} tokens", replace(wide, block_table=table,
+                                                                      max_model_len=inputs.max_model_len))]
+
+
+def _alone(inputs: OpInputs, sequence: int) -> OpInputs:
+    """Sequence ``sequence`` of the batch, with a table of just the blocks it needs."""
+    next_n, length = inputs.q.shape[1], int(inputs.context_lens[sequence])
+    blocks = max(1, -(-length // inputs.kv_cache.shape[1]))
     rows = slice(sequence * next_n, (sequence + 1) * next_n)
-    alone = replace(inputs, q=inputs.q[sequence:sequence + 1], weights=inputs.weights[rows],
-                    context_lens=inputs.context_lens[sequence:sequence + 1],
-                    next_n_lens=None if inputs.next_n_lens is None else inputs.next_n_lens[sequence:sequence + 1])
-    return sequence, {
-        "a table and max_model_len just wide enough for it": replace(alone, block_table=table.contiguous(),
-                                                                     max_model_len=max(1, length)),
-        f"a table of {WIDE_TABLE_TOKENS} tokens": replace(alone, block_table=outside),
-    }
+    return replace(inputs, q=inputs.q[sequence:sequence + 1], weights=inputs.weights[rows],
+                   context_lens=inputs.context_lens[sequence:sequence + 1],
+                   block_table=inputs.block_table[sequence:sequence + 1, :blocks].contiguous(),
+                   next_n_lens=None if inputs.next_n_lens is None else inputs.next_n_lens[sequence:sequence + 1])
 
 
 # the op's keyword defaults, as the contract documents them (singletons, compared by identity)

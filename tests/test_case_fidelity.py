@@ -73,7 +73,7 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
     case = declared
     op = _RecordingReference()
     check_case(case, op)
-    # the last two calls are one sequence alone (``test_one_sequence_alone_is_the_declared_one``)
+    # the last two calls are sequences alone (``test_the_sequences_alone_are_the_declared_ones``)
     calls = op.calls[:-2]
     assert len(calls) >= 2 + bool(case.tuning())
     # built here from the module's own reference to the arguments: a checker patched to build
@@ -110,24 +110,25 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
 
 @pytest.mark.parametrize("declared", [c for c in CASES if not c.holds_gigabytes][:12],
                          ids=lambda c: c.id)
-def test_one_sequence_alone_is_the_declared_one(declared):
-    """The two calls of the batch's shortest sequence alone hand the op that sequence's own
-    rows and blocks of the declared inputs (a narrow table and max_model_len, then a table of
-    ``WIDE_TABLE_TOKENS``), not a lighter sequence or another pool."""
+def test_the_sequences_alone_are_the_declared_ones(declared):
+    """The last two calls, sequences of the batch alone, hand the op those sequences' own rows
+    and blocks of the declared inputs: the shortest with a narrow table and max_model_len, the
+    last with a table of ``WIDE_TABLE_TOKENS``; not a lighter sequence or another pool."""
     op = _RecordingReference()
     check_case(declared, op)
     built = make_inputs(**input_arguments(declared))
     lengths = list(declared.context_lens())
-    sequence = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
-    length, next_n, kv_block = lengths[sequence], declared.next_n, declared.kv_block
-    blocks = max(1, -(-length // kv_block))
+    shortest = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
+    next_n, kv_block = declared.next_n, declared.kv_block
     (narrow, narrow_keywords), (wide, wide_keywords) = op.calls[-2:]
-    wide_width = max(blocks, -(-WIDE_TABLE_TOKENS // kv_block))
-    for given, width, max_model_len in ((narrow, blocks, max(1, length)),
-                                        (wide, wide_width, declared.max_model_len())):
+    for given, sequence, wide_table in ((narrow, shortest, False), (wide, len(lengths) - 1, True)):
+        length = lengths[sequence]
+        blocks = max(1, -(-length // kv_block))
+        width = max(blocks, -(-WIDE_TABLE_TOKENS // kv_block)) if wide_table else blocks
         assert same_bits(given.q, built.q[sequence:sequence + 1])
         assert same_bits(given.weights, built.weights[sequence * next_n:(sequence + 1) * next_n])
-        assert given.context_lens.tolist() == [length] and given.max_model_len == max_model_len
+        assert given.context_lens.tolist() == [length]
+        assert given.max_model_len == (declared.max_model_len() if wide_table else max(1, length))
         assert (given.next_n_lens is None) == (built.next_n_lens is None)
         assert given.next_n_lens is None or given.next_n_lens.tolist() == [int(built.next_n_lens[sequence])]
         assert given.block_table.shape == (1, width)
