@@ -2235,8 +2235,8 @@ CATALOG: tuple[Bug, ...] = (
                     " dependency chains overlap a long context's loads better\"): engines size the table for the"
                     " batch's longest sequence, so a short request's logits change bits when a long one joins it;"
                     " every value within any tolerance",
-        exposed_by=Exposure("a sequence called alone with a table of 2**17 tokens, at 4 heads or more (every logits"
-                            " case calls two alone)", _logits(lambda c: c.heads >= 4)),
+        exposed_by=Exposure("a sequence called alone with a table of 2**17 tokens, at 4 heads or more (every other"
+                            " logits case, by seed)", _logits(lambda c: c.heads >= 4 and c.seed % 2 == 1)),
         site=_HEAD_SUM,
         mutate=_head_sum_in_halves_when("stride_table * KV_BLOCK >= 4096"),
     ),
@@ -2247,7 +2247,7 @@ CATALOG: tuple[Bug, ...] = (
                     " request's logits change bits as the batch around it grows past 32; every value within any"
                     " tolerance",
         exposed_by=Exposure("a batch of 32 or more at 4 heads or more, a sequence of it called alone (every"
-                            " logits case calls two)", _logits(lambda c: c.batch >= 32 and c.heads >= 4)),
+                            " logits case calls one)", _logits(lambda c: c.batch >= 32 and c.heads >= 4)),
         site=_HEAD_SUM,
         mutate=_head_sum_in_halves_when("tl.num_programs(0) // GROUPS >= 32"),
     ),

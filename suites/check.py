@@ -6,9 +6,9 @@ written past ``max_model_len`` into a caller's strided ``out``; the two runs (a 
 and a caller's NaN-poisoned one) bitwise identical; and, for a case that passes tuning
 knobs, the result bitwise identical to a third run that passes none (the knobs never change
 the result) and leaves every keyword at its default where the call allows (a default the
-op documents is part of the contract); the batch's shortest sequence called alone with a
-table just wide enough, and its last with a wide one, give the batch's bits for them
-(``sequences_alone``). Every other case (by seed) makes its fresh and
+op documents is part of the contract); a sequence of the batch called alone (by seed, the
+shortest with a table just wide enough or the last with a wide one) gives the batch's bits
+for it (``sequences_alone``). Every other case (by seed) makes its fresh and
 third runs with ``validate=False``: the unchecked path computes the same values, and two
 results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call, a tuning the kernel can run (``unrunnable``: no warp
@@ -101,7 +101,7 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*restrided.op_args(), **restrided.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **keywords_a_caller_spells(on_device), **unchecked) \
             if case.tuning() else fresh
-        alone_calls = sequences_alone(on_device)
+        alone_calls = sequences_alone(on_device)[case.seed % 2:][:1]
         alone = [op(*call.op_args(), **keywords_a_caller_spells(call), **unchecked) for _, _, call in alone_calls]
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):

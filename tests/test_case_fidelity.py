@@ -73,8 +73,8 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
     case = declared
     op = _RecordingReference()
     check_case(case, op)
-    # the last two calls are sequences alone (``test_the_sequences_alone_are_the_declared_ones``)
-    calls = op.calls[:-2]
+    # the last call is a sequence alone (``test_a_sequence_alone_is_the_declared_one``)
+    calls = op.calls[:-1]
     assert len(calls) >= 2 + bool(case.tuning())
     # built here from the module's own reference to the arguments: a checker patched to build
     # lighter inputs must not change what its calls are compared with
@@ -110,34 +110,34 @@ def test_every_call_of_a_case_is_the_call_it_declares(declared):
 
 @pytest.mark.parametrize("declared", [c for c in CASES if not c.holds_gigabytes][:12],
                          ids=lambda c: c.id)
-def test_the_sequences_alone_are_the_declared_ones(declared):
-    """The last two calls, sequences of the batch alone, hand the op those sequences' own rows
-    and blocks of the declared inputs: the shortest with a narrow table and max_model_len, the
-    last with a table of ``WIDE_TABLE_TOKENS``; not a lighter sequence or another pool."""
+def test_a_sequence_alone_is_the_declared_one(declared):
+    """The last call, a sequence of the batch alone, hands the op that sequence's own rows
+    and blocks of the declared inputs: by seed, the shortest with a narrow table and
+    max_model_len, or the last with a table of ``WIDE_TABLE_TOKENS``; not a lighter sequence
+    or another pool."""
     op = _RecordingReference()
     check_case(declared, op)
     built = make_inputs(**input_arguments(declared))
     lengths = list(declared.context_lens())
-    shortest = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
+    wide_table = bool(declared.seed % 2)
+    sequence = len(lengths) - 1 if wide_table else max(range(len(lengths)), key=lambda b: (-lengths[b], b))
     next_n, kv_block = declared.next_n, declared.kv_block
-    (narrow, narrow_keywords), (wide, wide_keywords) = op.calls[-2:]
-    for given, sequence, wide_table in ((narrow, shortest, False), (wide, len(lengths) - 1, True)):
-        length = lengths[sequence]
-        blocks = max(1, -(-length // kv_block))
-        width = max(blocks, -(-WIDE_TABLE_TOKENS // kv_block)) if wide_table else blocks
-        assert same_bits(given.q, built.q[sequence:sequence + 1])
-        assert same_bits(given.weights, built.weights[sequence * next_n:(sequence + 1) * next_n])
-        assert given.context_lens.tolist() == [length]
-        assert given.max_model_len == (declared.max_model_len() if wide_table else max(1, length))
-        assert (given.next_n_lens is None) == (built.next_n_lens is None)
-        assert given.next_n_lens is None or given.next_n_lens.tolist() == [int(built.next_n_lens[sequence])]
-        assert given.block_table.shape == (1, width)
-        assert same_bits(given.block_table[:, :blocks], built.block_table[sequence:sequence + 1, :blocks])
-        assert given.kv_cache.data_ptr() == op.calls[0][0].kv_cache.data_ptr()
-        assert given.preshuffle == declared.preshuffle
+    given, keywords = op.calls[-1]
+    length = lengths[sequence]
+    blocks = max(1, -(-length // kv_block))
+    width = max(blocks, -(-WIDE_TABLE_TOKENS // kv_block)) if wide_table else blocks
+    assert same_bits(given.q, built.q[sequence:sequence + 1])
+    assert same_bits(given.weights, built.weights[sequence * next_n:(sequence + 1) * next_n])
+    assert given.context_lens.tolist() == [length]
+    assert given.max_model_len == (declared.max_model_len() if wide_table else max(1, length))
+    assert (given.next_n_lens is None) == (built.next_n_lens is None)
+    assert given.next_n_lens is None or given.next_n_lens.tolist() == [int(built.next_n_lens[sequence])]
+    assert given.block_table.shape == (1, width)
+    assert same_bits(given.block_table[:, :blocks], built.block_table[sequence:sequence + 1, :blocks])
+    assert given.kv_cache.data_ptr() == op.calls[0][0].kv_cache.data_ptr()
+    assert given.preshuffle == declared.preshuffle
     # no knob: the launcher chooses for the sequence alone, as for a request with no neighbours
-    unchecked = {"validate": False} if declared.seed % 2 else {}
-    assert narrow_keywords == wide_keywords == unchecked
+    assert keywords == ({"validate": False} if declared.seed % 2 else {})
 
 
 def test_the_call_into_out_strides_every_size_one_dimension_anew():

@@ -193,10 +193,11 @@ def test_a_case_with_no_knob_calls_the_op_twice():
 
     untuned = replace(BASE, heads=32, head_dim=64, block_n=None, splits=None)
     check_case(untuned, counted)
-    assert len(calls) == 2 and not any(set(kw) & {"block_n", "num_splits", "num_warps", "num_stages"} for kw in calls)
+    # two runs, then one sequence alone (``sequences_alone``)
+    assert len(calls) == 3 and not any(set(kw) & {"block_n", "num_splits", "num_warps", "num_stages"} for kw in calls)
     calls.clear()
     check_case(replace(untuned, num_stages=3), counted)
-    assert [kw.get("num_stages") for kw in calls] == [3, 3, None]
+    assert [kw.get("num_stages") for kw in calls] == [3, 3, None, None]
 
 
 def test_the_third_run_leaves_the_keywords_at_their_defaults_and_every_other_case_skips_validation():
@@ -213,7 +214,7 @@ def test_the_third_run_leaves_the_keywords_at_their_defaults_and_every_other_cas
         calls.clear()
         check_case(case, counted)
         assert "preshuffle" not in calls[2] and "next_n_lens" not in calls[2]
-        assert [kw.get("validate", True) for kw in calls] == [validated, True, validated]
+        assert [kw.get("validate", True) for kw in calls] == [validated, True, validated, validated]
 
 
 def test_a_default_that_differs_from_the_documented_one_fails_the_case():
