@@ -35,7 +35,7 @@ from mutants.outcomes import KILLED, SURVIVED, TIMEOUT
 from mutants.store import Result
 from mutants.worker import PASS
 from suites.candidates import static_cost
-from suites.runnable import same_verdict_anywhere
+from suites.runnable import checked_off_the_device
 
 INTERPRETED = "on the CPU interpreter"  # in the detail of a mutant this check killed
 
@@ -66,7 +66,7 @@ def recheck(runner, mutants: list, *, interpreter_scope, jobs: int, report=None,
             break
         scope = interpreter_scope if not left_out else \
             replace(interpreter_scope, digest=f"{interpreter_scope.digest}-without-{_digest(sorted(left_out))}")
-        cases = [c for c in runner.cases if c.id not in left_out and not same_verdict_anywhere(c)]
+        cases = [c for c in runner.cases if c.id not in left_out and not checked_off_the_device(c)]
         found, failing = _rechecked(runner, pending, cases, scope=scope, jobs=jobs)
         refused = {key for key, verdict in found.items() if verdict.killed_by and verdict.killed_by[0] in failing}
         kills.update({key: verdict for key, verdict in found.items() if key not in refused})

@@ -47,7 +47,7 @@ from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerSt
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
 from suites.candidates import static_cost
 from suites.cases import AXES, Case
-from suites.runnable import compiles_in_its_own_process, may_run_in_its_own_process, to_dict
+from suites.runnable import checked_off_the_device, compiles_in_its_own_process, to_dict
 
 # the classifier's verdict for a mutant the suite cannot tell from the original although
 # other configurations can: stored as a survivor, with this reason
@@ -796,7 +796,7 @@ class Runner:
             return seconds
         if self.holds_gigabytes(index):
             return GIGABYTE_CASE_SECONDS
-        return OWN_PROCESS_CASE_SECONDS if may_run_in_its_own_process(self.cases[index]) else 0.0
+        return OWN_PROCESS_CASE_SECONDS if checked_off_the_device(self.cases[index]) else 0.0
 
     @staticmethod
     def _launch_failed(mutant: Mutant, record: CaseRecord, compiled_somewhere: bool) -> bool:
@@ -1307,7 +1307,7 @@ def compile_grouped_order(cases) -> list[int]:
     those cases first within them (the longest, so that they start early, side by side);
     suite order otherwise."""
     heavy_kernels = {case.compile_key for case in cases if _holds_gigabytes(case)}
-    return sorted(range(len(cases)), key=lambda i: (not may_run_in_its_own_process(cases[i]),
+    return sorted(range(len(cases)), key=lambda i: (not checked_off_the_device(cases[i]),
                                                     cases[i].compile_key not in heavy_kernels, cases[i].compile_key,
                                                     not _holds_gigabytes(cases[i]), i))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel.python_path import project_first
-from suites.runnable import same_verdict_anywhere, to_dict
+from suites.runnable import checked_off_the_device, to_dict
 
 FINDING_EXIT = 86  # what memcheck exits with when it found an error
 CASE_MARKER = "kmut-sanitize-case "
@@ -70,7 +70,7 @@ def memcheck(overlay: str, cases: list, *, sanitizer: str, timeout: float, root:
     env = {**os.environ, **(environment or {}), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "TRITON_INTERPRET": "0",
            "PYTHONPATH": project_first(root)}
     with tempfile.NamedTemporaryFile("w", prefix="kmut-memcheck-", suffix=".json") as case_file:
-        json.dump([to_dict(c) for c in cases if not same_verdict_anywhere(c)], case_file)
+        json.dump([to_dict(c) for c in cases if not checked_off_the_device(c)], case_file)
         case_file.flush()
         command = [sanitizer, "--tool", "memcheck", "--leak-check", "no", "--print-limit", "1",
                    "--padding", str(PADDING_BYTES),

@@ -8,7 +8,7 @@ knobs, the result bitwise identical to a third run that passes none (the knobs n
 the result) and leaves every keyword at its default where the call allows (a default the
 op documents is part of the contract); a sequence of the batch called alone (by seed, the
 shortest with a table just wide enough or the last with a wide one) gives the batch's bits
-for it (``sequences_alone``). Every other case (by seed) makes its fresh and
+for it (``sequence_alone``). Every other case (by seed) makes its fresh and
 third runs with ``validate=False``: the unchecked path computes the same values, and two
 results it allocates are two buffers; the launch the op's launcher plans, with the case's knobs and with none, runs the
 tuning policy's choice for the call, a tuning the kernel can run (``unrunnable``: no warp
@@ -101,8 +101,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
         returned = op(*restrided.op_args(), **restrided.op_kwargs(), out=caller_out, **case.tuning())
         default_tuned = op(*on_device.op_args(), **keywords_a_caller_spells(on_device), **unchecked) \
             if case.tuning() else fresh
-        alone_calls = sequences_alone(on_device)[case.seed % 2:][:1]
-        alone = [op(*call.op_args(), **keywords_a_caller_spells(call), **unchecked) for _, _, call in alone_calls]
+        sequence, what, call = sequence_alone(on_device, wide=bool(case.seed % 2))
+        alone = op(*call.op_args(), **keywords_a_caller_spells(call), **unchecked)
 
     for knobs in (case.tuning(), {}) if case.tuning() else ({},):
         check_planned_launch(case, op, on_device, knobs)
@@ -136,9 +136,8 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
     assert_bitwise_equal(fresh, caller_out, "two runs")
     assert_bitwise_equal(fresh, default_tuned, f"the run with {case.tuning()} and the run with no tuning knob")
     next_n = inputs.q.shape[1]
-    for (sequence, what, call), result in zip(alone_calls, alone):
-        assert_bitwise_equal(fresh[sequence * next_n:(sequence + 1) * next_n, :call.max_model_len], result,
-                             f"sequence {sequence}'s rows in the batch and the same sequence called alone ({what})")
+    assert_bitwise_equal(fresh[sequence * next_n:(sequence + 1) * next_n, :call.max_model_len], alone,
+                         f"sequence {sequence}'s rows in the batch and the same sequence called alone ({what})")
 
 
 # the capacity, in tokens, of the wide table a sequence is called alone with: a server that
@@ -146,29 +145,30 @@ def check_case(case: Case, op, device: str | torch.device = "cpu") -> None:
 WIDE_TABLE_TOKENS = 1 << 17
 
 
-def sequences_alone(inputs: OpInputs) -> list[tuple[int, str, OpInputs]]:
-    """Two sequences of the batch as calls of their own, as a serving engine makes them when a
-    sequence runs with no neighbours: its rows of q and the weights, the same pool. The
-    shortest (the last of the shortest) with a block table of just the blocks its context
-    needs and a ``max_model_len`` of its context (at least 1); the last sequence, moved to the
-    grid's first programs, with a table of ``WIDE_TABLE_TOKENS`` (entries past its blocks
-    outside the pool, as the batch's spare ones) and the batch's ``max_model_len``. Each must
-    give the batch's bits for it: a sequence's logits pick its top-k tokens, and a code path
-    chosen by the batch's size, its table's width, its longest context or a sequence's place
-    in it (another rounding of the same sum, within any tolerance) changes which tokens a
-    request attends to with the requests beside it. Returns (sequence, what, call)."""
+def sequence_alone(inputs: OpInputs, wide: bool) -> tuple[int, str, OpInputs]:
+    """A sequence of the batch as a call of its own, as a serving engine makes it when the
+    sequence runs with no neighbours: its rows of q and the weights, the same pool. Narrow:
+    the shortest (the last of the shortest) with a block table of just the blocks its context
+    needs and a ``max_model_len`` of its context (at least 1). Wide: the last sequence, moved
+    to the grid's first programs, with a table of ``WIDE_TABLE_TOKENS`` (entries past its
+    blocks outside the pool, as the batch's spare ones) and the batch's ``max_model_len``. It
+    must give the batch's bits for it: a sequence's logits pick its top-k tokens, and a code
+    path chosen by the batch's size, its table's width, its longest context or a sequence's
+    place in it (another rounding of the same sum, within any tolerance) changes which tokens
+    a request attends to with the requests beside it. Returns (sequence, what, call)."""
     lengths = inputs.context_lens.tolist()
-    shortest, last = max(range(len(lengths)), key=lambda b: (-lengths[b], b)), len(lengths) - 1
-    narrow = _alone(inputs, shortest)
-    wide = _alone(inputs, last)
-    used = wide.block_table.shape[1]
+    if not wide:
+        shortest = max(range(len(lengths)), key=lambda b: (-lengths[b], b))
+        return (shortest, "a table and max_model_len just wide enough for it",
+                replace(_alone(inputs, shortest), max_model_len=max(1, lengths[shortest])))
+    last = len(lengths) - 1
+    alone = _alone(inputs, last)
+    used = alone.block_table.shape[1]
     table = torch.full((1, max(used, -(-WIDE_TABLE_TOKENS // inputs.kv_cache.shape[1]))), 2**31 - 1,
-                       dtype=wide.block_table.dtype, device=wide.block_table.device)
-    table[:, :used] = wide.block_table
-    return [(shortest, "a table and max_model_len just wide enough for it",
-             replace(narrow, max_model_len=max(1, lengths[shortest]))),
-            (last, f"a table of {WIDE_TABLE_TOKENS} tokens", replace(wide, block_table=table,
-                                                                      max_model_len=inputs.max_model_len))]
+                       dtype=alone.block_table.dtype, device=alone.block_table.device)
+    table[:, :used] = alone.block_table
+    return (last, f"a table of {WIDE_TABLE_TOKENS} tokens",
+            replace(alone, block_table=table, max_model_len=inputs.max_model_len))
 
 
 def _alone(inputs: OpInputs, sequence: int) -> OpInputs:

@@ -102,18 +102,12 @@ def check(case, op, device: str | torch.device) -> None:
         check_rejection(case, op, device)
 
 
-def same_verdict_anywhere(case) -> bool:
-    """Whether ``case`` runs nothing on the op's device (it reads the kernel compiled offline,
-    its programs on the interpreter, or its planning on fake GPUs): its verdict is the same
-    wherever the op runs, so a recheck on another device or under a memory checker has nothing
-    to add to it."""
-    return isinstance(case, (CompiledCodeCase, ScheduleCase, MultiGpuCase))
-
-
-def may_run_in_its_own_process(case) -> bool:
-    """Whether ``case``'s check may start a child process of Python (``suites/own_process.py``:
-    a compile for sm_90, the interpreter observed from a GPU host, placement on fake GPUs with
-    the real one hidden): seconds each, mostly the child's start."""
+def checked_off_the_device(case) -> bool:
+    """Whether ``case`` runs nothing on the op's device (a named check: it reads the kernel
+    compiled offline, its programs on the interpreter, or its planning on fake GPUs). Its
+    verdict is the same wherever the op runs, so a recheck on another device or under a
+    memory checker has nothing to add to it; and its check may start a child process of
+    Python (``suites/own_process.py``), seconds each, mostly the child's start."""
     return isinstance(case, NamedCheckCase)
 
 

@@ -193,7 +193,7 @@ def test_a_case_with_no_knob_calls_the_op_twice():
 
     untuned = replace(BASE, heads=32, head_dim=64, block_n=None, splits=None)
     check_case(untuned, counted)
-    # two runs, then one sequence alone (``sequences_alone``)
+    # two runs, then one sequence alone (``sequence_alone``)
     assert len(calls) == 3 and not any(set(kw) & {"block_n", "num_splits", "num_warps", "num_stages"} for kw in calls)
     calls.clear()
     check_case(replace(untuned, num_stages=3), counted)

@@ -32,7 +32,7 @@ from mutants.worker import (ERROR, FAIL, PASS, STILLBORN, _sabotaged, classify_e
 from mutants.store import Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET
 from suites.candidates import static_cost
-from suites.runnable import may_run_in_its_own_process, suite_cases
+from suites.runnable import checked_off_the_device, suite_cases
 from suites.cases import Case, curated, smoke, suite
 
 pytestmark = pytest.mark.skipif(
@@ -356,7 +356,7 @@ def test_the_cases_that_may_run_in_a_process_of_their_own_start_first_each_in_a_
     from mutants.runner import _Progress, _Scheduler, _Task
 
     cases = suite_cases("curated")
-    own = [i for i, case in enumerate(cases) if may_run_in_its_own_process(case)]
+    own = [i for i, case in enumerate(cases) if checked_off_the_device(case)]
     assert len(own) >= 12
     order = compile_grouped_order(cases)
     assert order[:len(own)] == own

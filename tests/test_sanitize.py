@@ -9,7 +9,7 @@ import pytest
 import mutants.sanitize as sanitize
 from mutants.sanitize import FINDING_EXIT, Finding, SanitizerMissing, find_sanitizer, memcheck, parse_findings
 from suites.cases import smoke
-from suites.runnable import same_verdict_anywhere, suite_cases
+from suites.runnable import checked_off_the_device, suite_cases
 
 MEMCHECK_OUTPUT = """\
 ========= COMPUTE-SANITIZER
@@ -62,7 +62,7 @@ def test_memcheck_hands_a_whole_suite_to_the_sanitizer(tmp_path):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     finding = memcheck(str(tmp_path), cases, sanitizer=str(fake), timeout=60, root=tmp_path)
     # every case but those that run nothing on the device
-    assert finding is not None and finding.case_id == str(len([c for c in cases if not same_verdict_anywhere(c)]))
+    assert finding is not None and finding.case_id == str(len([c for c in cases if not checked_off_the_device(c)]))
 
 
 def test_a_survivor_with_an_invalid_access_is_killed_and_a_clean_one_is_not_checked_again(tmp_path):
