@@ -2252,6 +2252,33 @@ CATALOG: tuple[Bug, ...] = (
         mutate=_head_sum_in_halves_when("tl.num_programs(0) // GROUPS >= 32"),
     ),
     Bug(
+        name="head-sum-in-halves-on-full-batches",
+        description="the head sum as two half sums in batches of 64 sequences or more (\"a full batch is bound by"
+                    " its key loads: more independent adds\"), chosen at run time so a drifting batch compiles one"
+                    " kernel: a request's logits change bits as the batch around it fills; every value within any"
+                    " tolerance, and past every logits case's batch (40 at most)",
+        exposed_by=Exposure("a valid batch of many sequences, its held sequences called alone (an input edit)",
+                            lambda case: _edit("unchanged")(case) and case.base == "many-sequences"),
+        site=_HEAD_SUM,
+        mutate=_head_sum_in_halves_when("tl.num_programs(0) // GROUPS >= 64"),
+    ),
+    Bug(
+        name="one-hot-head-sum-below-16-heads",
+        description="below 16 heads a slot, each slot's heads summed through a one-hot mask over the program's"
+                    " rows (\"a reshape to so narrow an inner dimension converts the layout through shared"
+                    " memory\"): 0 times a NaN is NaN, so one NaN head weight or a padded row's NaN spreads to"
+                    " every slot's logits; on ordinary data every value within the gate",
+        exposed_by=Exposure("a NaN head weight or an engine's padded batch at fewer than 16 heads",
+                            _logits(lambda c: c.heads < 16 and c.values in ("nan-weight", "engine-padded"))),
+        site=_HEAD_SUM,
+        mutate=lambda node: cst.parse_statement(
+            "if HEADS < 16:\n"
+            "    row_of_slot = (offs_r // HEADS)[:, None] == tl.arange(0, SLOT_GROUP)[None, :]\n"
+            "    logits = tl.sum(scores[:, :, None] * row_of_slot.to(tl.float32)[None, :, :], axis=1)\n"
+            "else:\n"
+            "    logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, SLOT_GROUP, HEADS)), axis=2)\n"),
+    ),
+    Bug(
         name="next-grid-let-start-by-the-first-split-only",
         description="only the programs of the first split let the next grid start (\"one signal is enough\"):"
                     " the next kernel's programs then wait for every other program to end; every value the same",

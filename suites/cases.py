@@ -460,6 +460,30 @@ def extremes_on_every_branch() -> list[Case]:
             for axis, value in RUNTIME_EXTREMES if (carrier, value) != (many_heads, "product-heavy")]
 
 
+def extremes_at_every_compiled_limit() -> list[Case]:
+    """Every datum past the usual range on the kernels at the far ends of the compiled
+    parameters, which the branches of ``extremes_on_every_branch`` do not reach: 1,024 heads
+    of one slot (1,024 query rows a program) and one head of 16 slots (16 rows); 32 slots of 4
+    heads in one program over 256-token blocks at one pipeline stage; 16 warps on 128-token
+    tiles eight stages deep. A path a change opens past some size (the scale applied before
+    the head sum for programs of more than 256 heads; each slot's heads summed through a
+    one-hot mask below 16 heads, where a NaN weight spreads to every slot) would otherwise meet
+    only random data there. Product-heavy data is left out at 1,024 heads, which cannot hold it."""
+    narrow = replace(BASE, head_dim=32, context="ragged", splits=3)
+    carriers = [replace(narrow, heads=1024, next_n=1, batch=3),
+                replace(narrow, heads=1, head_dim=512, next_n=16, batch=3),
+                replace(narrow, heads=4, head_dim=64, next_n=32, block_n=16, kv_block=256, num_stages=1, batch=2,
+                        next_n_lens="ragged", splits=None),
+                replace(narrow, heads=32, next_n=2, block_n=128, num_warps=16, num_stages=8, batch=2)]
+    return [replace(carrier, values=value) for carrier in carriers for value in VALUES["values"]
+            if value != "random" and not (carrier.heads >= PRODUCT_HEAVY_HEADS_LIMIT and value == "product-heavy")]
+
+
+# from this many heads on, product-heavy key scales that keep every logit ordinary leave every
+# product with a head weight inside float32 (``make_inputs`` refuses the data; a test proves it)
+PRODUCT_HEAVY_HEADS_LIMIT = 1024
+
+
 def situations_on_every_branch() -> list[Case]:
     """Runtime situations on the kernel branches no other case puts them on: a round
     max_model_len (a serving config's, whole tiles) on a narrow tile of one-token blocks at one
@@ -596,6 +620,7 @@ def curated() -> list[Case]:
                              "engine-padded")]
     cases += [replace(small, values="weight-heavy", next_n=3, context="ragged", splits=3, block_n=32)]
     cases += extremes_on_every_branch()
+    cases += extremes_at_every_compiled_limit()
     cases += situations_on_every_branch()
     cases += preshuffled_situations()
     cases += tables_in_slot_groups()

@@ -36,6 +36,7 @@ from oracle import OpInputs, compare_logits, make_inputs, reference_logits
 from oracle.compare import tolerance_for
 from oracle.interpreter_probe import Observer, element_extent, observing
 from oracle.refusal import Refusal
+from suites.alone import assert_bitwise_equal, one_sequence
 from suites.cases import GPU_SM_COUNTS
 from suites.claimed_gpu import ClaimedGpuTensor, claimable, claimed_sms, on_claimed_gpu
 from suites.host_copies import copies_in_flight
@@ -1589,6 +1590,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             raise Refusal(f"{edit.name}: the op did not return the caller's out")
         _check_unchanged(edit, given, edited, versions)
         as_given = replace(edited, **given)
+        if call.sequences is not None and call.splits is None and call.columns is None:
+            _check_sequences_alone(edit, op, edited, keywords, result, call.sequences)
         if call.sequences is not None:  # held on the device: q may be gigabytes, of which these are a few rows
             result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
         as_given = as_given.to("cpu")
@@ -1746,6 +1749,27 @@ def _only_programs_of(call: Call, inputs: OpInputs):
         return
     with observing(_ProgramsOf(call.sequences, call.splits, inputs.q.shape[0])):
         yield
+
+
+def _check_sequences_alone(edit: InputEdit, op, edited: OpInputs, keywords: dict, result: torch.Tensor,
+                           sequences: tuple[int, ...]) -> None:
+    """Each held sequence of a sampled batch, called alone (a table of just its blocks, the
+    batch's max_model_len, the call's keywords but its out), gives the batch's bits for it:
+    the logits cases call a sequence alone at batches of at most 40, and a path a change
+    starts past some larger batch size (a scale folded into the head weights for full
+    batches, as a run-time flag) would change a request's logits by the company it keeps."""
+    next_n = edited.q.shape[1]
+    for sequence in sequences:
+        alone = one_sequence(edited, sequence)
+        alone_keywords = {**{name: value for name, value in keywords.items() if name != "out"}, **alone.op_kwargs()}
+        try:
+            got = op(*alone.op_args(), **alone_keywords)
+        except Exception as error:  # noqa: BLE001  (any exception is a wrong verdict)
+            raise Refusal(f"{edit.name}: the op rejected sequence {sequence} of the batch called alone:"
+                          f" {type(error).__name__}: {error}") from error
+        assert_bitwise_equal(result[sequence * next_n:(sequence + 1) * next_n], got,
+                             f"{edit.name}: sequence {sequence}'s rows in a batch of {edited.q.shape[0]} and the same"
+                             " sequence called alone")
 
 
 def _sequences_of(inputs: OpInputs, sequences: tuple[int, ...]) -> OpInputs:

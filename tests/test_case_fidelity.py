@@ -14,8 +14,9 @@ import torch
 
 from kernel import fp8_paged_mqa_logits
 from oracle import OpInputs, make_inputs, reference_logits
+from suites.alone import WIDE_TABLE_TOKENS
 from suites.cases import AXES, Case, suite
-from suites.check import SPARE_BLOCKS_PER_ROW, WIDE_TABLE_TOKENS, check_case, input_arguments, interpreter_checked
+from suites.check import SPARE_BLOCKS_PER_ROW, check_case, input_arguments, interpreter_checked
 from suites.rejections import EDITS, RejectionCase, check_rejection, rejection_cases, same_bits
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="runs the checker on the CPU")

@@ -11,9 +11,9 @@ import kernel
 from kernel.paged_mqa_logits import _paged_mqa_logits_kernel
 from kernel.validation import Dims
 from mutants.worker import FAIL, classify_exception
-from suites.cases import (AXES, BASE, GATHER_PATHS, RUNTIME_EXTREMES, SUITES, VALUES, Case, contract_corners, curated,
-                          extremes_on_every_branch, situations_on_every_branch,
-                          knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
+from suites.cases import (AXES, BASE, GATHER_PATHS, PRODUCT_HEAVY_HEADS_LIMIT, RUNTIME_EXTREMES, SUITES, VALUES, Case,
+                          contract_corners, curated, extremes_at_every_compiled_limit, extremes_on_every_branch,
+                          situations_on_every_branch, knobs_past_the_axes, long_diagonals, narrow_programs, narrow_tiles_at_one_slot, suite, wide_blocks, wide_programs)
 from suites.check import build_inputs, check_case
 from suites.runnable import suite_cases
 
@@ -84,9 +84,10 @@ def test_curated_takes_every_value_of_every_axis():
     programs' head counts and batch, the wide blocks' sizes, the head count and head dim
     of the narrow tiles at one slot, the contract's corners, the knob values past the axes,
     and the head counts and head dims that carry the runtime extremes and situations onto every
-    branch."""
+    branch and to the ends of every compiled parameter."""
     beyond = (wide_programs() + long_diagonals() + narrow_programs() + wide_blocks() + narrow_tiles_at_one_slot()
-              + contract_corners() + knobs_past_the_axes() + extremes_on_every_branch() + situations_on_every_branch())
+              + contract_corners() + knobs_past_the_axes() + extremes_on_every_branch() + situations_on_every_branch()
+              + extremes_at_every_compiled_limit())
     for axis in AXES:
         taken = {getattr(c, axis.name) for c in CURATED if c not in beyond}
         assert set(axis.values) <= taken, axis.name
@@ -336,6 +337,59 @@ def test_an_extreme_off_a_branch_is_found():
     both = _extremes_on_traits([heavy, heavy], [[target(3)], [target(1)]])
     apart = _extremes_on_traits([heavy, BASE], [[target(3)], [target(1)]])
     assert both - apart == {(("values", "product-heavy"), ("next_n 1", True))}
+
+
+# the data past the usual range (the pools past 2 and 8 GiB are held to the branches above)
+DATA_EXTREMES = tuple(value for axis, value in RUNTIME_EXTREMES if axis == "values")
+
+
+def _data_at_compiled_limits(cases, targets_per_case) -> dict:
+    """For every compiled parameter of the cases' launches (each constexpr and option): its
+    smallest and its largest value, each with the data the cases run there (not the values
+    Triton specializes an argument on, such as a stride of 1)."""
+    seen: dict = {}
+    for case, targets in zip(cases, targets_per_case):
+        for target in targets:
+            for name, value in (*target.constexprs, *target.options):
+                if isinstance(value, (bool, int)) and (name.isupper() or (name, value) in target.options):
+                    seen.setdefault(name, {}).setdefault(value, set()).add(case.values)
+    return {(name, value): data[value] for name, data in seen.items() for value in (min(data), max(data))}
+
+
+def test_curated_runs_every_data_extreme_at_both_ends_of_every_compiled_parameter():
+    """Each datum past the usual range at the smallest and the largest value curated compiles
+    of every constexpr and option: a path a change opens past some size that no named branch
+    marks (the scale applied before the head sum above 256 heads; a one-hot head sum below 16
+    heads that spreads a NaN weight) meets that data at the end it opens on. Product-heavy
+    data at 1,024 heads excepted: no call of them can hold it."""
+    from mutants.compiled import case_targets
+
+    logits = [case for case in CURATED if isinstance(case, Case)]
+    limits = _data_at_compiled_limits(logits, case_targets(logits, device="cpu"))
+    missing = sorted((name, value, extreme) for (name, value), met in limits.items() for extreme in DATA_EXTREMES
+                     if extreme not in met and (name, value, extreme) != ("HEADS", PRODUCT_HEAVY_HEADS_LIMIT,
+                                                                          "product-heavy"))
+    assert {"HEADS", "HEAD_DIM", "NEXT_N", "KV_BLOCK", "BLOCK_N", "SLOT_GROUP", "num_warps"} <= {n for n, _ in limits}
+    assert not missing, f"{len(missing)} (parameter, value, data) triple(s) no curated case runs, first {missing[0]}"
+
+
+def test_data_at_a_compiled_limit_is_found_missing():
+    from types import SimpleNamespace
+
+    def target(heads):
+        return SimpleNamespace(constexprs=(("HEADS", heads), ("NEXT_N", 1)), options=(("num_warps", 4),))
+
+    nan = replace(BASE, values="nan-weight")
+    limits = _data_at_compiled_limits([nan, BASE, BASE], [[target(32)], [target(1)], [target(1024)]])
+    assert limits[("HEADS", 1)] == {"random"} and limits[("HEADS", 1024)] == {"random"}
+    assert limits[("NEXT_N", 1)] == {"nan-weight", "random"}
+
+
+def test_product_heavy_data_cannot_be_held_by_the_widest_head_sum():
+    widest = replace(BASE, heads=PRODUCT_HEAVY_HEADS_LIMIT, head_dim=32, next_n=1, batch=3, context="ragged",
+                     values="product-heavy")
+    with pytest.raises(ValueError, match="product-heavy"):
+        build_inputs(widest)
 
 
 def _situations(case: Case) -> frozenset:
