@@ -109,6 +109,10 @@ _HEAD_SUM = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name(
                                                                                    m.ZeroOrMore()]))])
 
 
+# the query tile's pointers: q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]
+_Q_POINTERS = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name("q_ptrs"))])])
+
+
 def _head_sum_in_halves_when(condition: str):
     """The head sum as two half sums (one sum of all heads where they are odd) where the
     run-time ``condition`` holds, the original sum elsewhere."""
@@ -2277,6 +2281,22 @@ CATALOG: tuple[Bug, ...] = (
             "    logits = tl.sum(scores[:, :, None] * row_of_slot.to(tl.float32)[None, :, :], axis=1)\n"
             "else:\n"
             "    logits = tl.sum(tl.reshape(scores, (TILE_REPEAT * BLOCK_N, SLOT_GROUP, HEADS)), axis=2)\n"),
+    ),
+    Bug(
+        name="one-slot-query-tile-base-in-int32",
+        description="programs of one next_n slot read their query tile from a base pointer, the sequence's row"
+                    " times HEADS * HEAD_DIM computed in int32 (\"one contiguous tile: a dense offset the"
+                    " compiler vectorizes\"): past 2**31 elements of q the offset wraps and the program reads"
+                    " another sequence's queries",
+        exposed_by=Exposure("a q past int32 elements at one slot a program (an input edit)",
+                            lambda case: _edit("q-rows-past-int32-elements")(case) and case.base == "wide-rows-one-slot"),
+        site=_Q_POINTERS,
+        mutate=lambda node: cst.parse_statement(
+            "if SLOT_GROUP == 1:\n"
+            "    q_ptrs = q_ptr + (pid_b * NEXT_N + first_slot) * (HEADS * HEAD_DIM) + (offs_r[:, None] * HEAD_DIM"
+            " + offs_d[None, :])\n"
+            "else:\n"
+            "    q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]\n"),
     ),
     Bug(
         name="next-grid-let-start-by-the-first-split-only",

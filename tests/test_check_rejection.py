@@ -259,3 +259,24 @@ def test_an_op_whose_results_are_not_each_calls_own_fails_an_accepted_edit(name)
     op, message = CALLED_AGAIN[name]
     with pytest.raises(AssertionError, match=message):
         check_rejection(CASES["accept-unchanged"], op)
+
+
+def _slot_groups_of(base: str) -> int:
+    from kernel.tuning import resolve_tuning
+    from suites.rejections import RejectionCase, dims_of
+
+    inputs = RejectionCase("unchanged", base).base_inputs()
+    return resolve_tuning(dims_of(inputs), 132, inputs.preshuffle, None, None, None, None).slots_per_program
+
+
+def test_every_computed_edit_past_int32_runs_at_one_slot_a_program_and_at_several():
+    """An offset past int32 that one program shape computes apart (a one-slot program's query
+    tile from a base pointer, its product in int32) is wrong only in that shape: every accepted
+    edit that computes a tensor past int32 elements runs on a base of one next_n slot a
+    program and on one of several."""
+    computed = [edit for edit in EDITS.values()
+                if "past-int32" in edit.name and edit.error is None and not edit.planned_only]
+    assert len(computed) >= 5
+    for edit in computed:
+        slots = {_slot_groups_of(base) == 1 for base in edit.bases}
+        assert slots == {True, False}, f"{edit.name} runs on {edit.bases}: one slot a program {slots}"
