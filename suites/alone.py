@@ -53,6 +53,9 @@ def one_sequence(inputs: OpInputs, sequence: int) -> OpInputs:
 
 
 def assert_bitwise_equal(first: torch.Tensor, second: torch.Tensor, what: str) -> None:
+    if second.shape != first.shape or second.device != first.device or second.dtype != first.dtype:
+        raise Refusal(f"{what} differ: {tuple(first.shape)} {first.dtype} on {first.device} vs"
+                      f" {tuple(second.shape)} {second.dtype} on {second.device}")
     first_bits, second_bits = first.contiguous().view(torch.int32), second.contiguous().view(torch.int32)
     if not torch.equal(first_bits, second_bits):
         row, col = (first_bits != second_bits).nonzero()[0].tolist()

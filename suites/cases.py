@@ -488,8 +488,8 @@ def situations_on_every_branch() -> list[Case]:
     """Runtime situations on the kernel branches no other case puts them on: a round
     max_model_len (a serving config's, whole tiles) on a narrow tile of one-token blocks at one
     query row, on preshuffled narrow tiles in slot groups of ragged live rows, at 8 warps of 128
-    heads, at 512 heads and at head dim 512; one sequence at max_model_len, preshuffled, in
-    several slot groups. A path a change takes only where the fill ends on a tile edge, or
+    heads, at 512 heads and at head dim 512, at one pipeline stage; one sequence at
+    max_model_len, preshuffled, in several slot groups. A path a change takes only where the fill ends on a tile edge, or
     where one sequence fills max_model_len, would otherwise meet those situations only on
     64-token tiles of the flat layout."""
     small = replace(BASE, heads=32, head_dim=64)
@@ -501,7 +501,8 @@ def situations_on_every_branch() -> list[Case]:
             replace(round_len, heads=512, head_dim=32, next_n=1, context="ragged"),
             replace(round_len, heads=16, head_dim=512, next_n=1, kv_block=48, block_n=16, batch=3, context="ragged",
                     splits=3),
-            replace(small, batch=1, preshuffle=True, kv_block=16, next_n=8, next_n_lens="ragged", context="max-len")]
+            replace(small, batch=1, preshuffle=True, kv_block=16, next_n=8, next_n_lens="ragged", context="max-len"),
+            replace(round_len, num_stages=1, next_n=3, batch=3, context="ragged", splits=3)]
 
 
 def narrow_tiles_at_one_slot() -> list[Case]:

@@ -1592,8 +1592,7 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             raise Refusal(f"{edit.name}: the op did not return the caller's out")
         _check_unchanged(edit, given, edited, versions)
         as_given = replace(edited, **given)
-        if call.sequences is not None and call.splits is None and call.columns is None:
-            _check_sequences_alone(edit, op, edited, keywords, result, call.sequences)
+        whole = result
         if call.sequences is not None:  # held on the device: q may be gigabytes, of which these are a few rows
             result, as_given = _rows_of(result, as_given, call.sequences), _sequences_of(as_given, call.sequences)
         as_given = as_given.to("cpu")
@@ -1604,6 +1603,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             expected, magnitude = reference_logits(as_given, held)
             result, expected, magnitude = result[:, call.columns], expected[:, call.columns], magnitude[:, call.columns]
         compare_logits(result, expected, magnitude, rtol=tolerance_for(result.device))
+        if call.sequences is not None and call.splits is None and call.columns is None:
+            _check_sequences_alone(edit, op, edited, keywords, whole, call.sequences)
         _check_planned_on_claimed_gpu(edit, op, edited, keywords)
         if call.sequences is None and call.columns is None:
             _check_called_again(edit, op, edited, keywords)

@@ -280,3 +280,15 @@ def test_every_computed_edit_past_int32_runs_at_one_slot_a_program_and_at_severa
     for edit in computed:
         slots = {_slot_groups_of(base) == 1 for base in edit.bases}
         assert slots == {True, False}, f"{edit.name} runs on {edit.bases}: one slot a program {slots}"
+
+
+@pytest.mark.parametrize("other", [torch.full((1, 1), 1.5), torch.zeros(2, 3, device="meta"),
+                                   torch.zeros(2, 3, dtype=torch.float64)], ids=["shape", "device", "dtype"])
+def test_a_bitwise_comparison_with_another_shape_device_or_dtype_is_a_refusal(other):
+    """A result of another shape, on another device or of another dtype is a wrong result (the
+    gate's verdict), not an error of the comparison itself."""
+    from oracle.refusal import Refusal
+    from suites.alone import assert_bitwise_equal
+
+    with pytest.raises(Refusal, match="differ"):
+        assert_bitwise_equal(torch.zeros(2, 3), other, "two results")
