@@ -292,3 +292,19 @@ def test_a_bitwise_comparison_with_another_shape_device_or_dtype_is_a_refusal(ot
 
     with pytest.raises(Refusal, match="differ"):
         assert_bitwise_equal(torch.zeros(2, 3), other, "two results")
+
+
+def test_an_op_that_rejects_a_held_sequence_of_a_sampled_batch_alone_fails():
+    """The 1,025-sequence call is accepted; the same op refusing one of its sequences on its own
+    (a path for batches of one) fails the edit."""
+    from oracle.refusal import Refusal
+
+    case = next(c for c in rejection_cases("curated") if c.id == "accept-unchanged-on-many-sequences")
+
+    def batches_only(*args, **keywords):
+        if args[0].shape[0] == 1:
+            raise ValueError("q: a batch of one sequence")
+        return kernel.fp8_paged_mqa_logits(*args, **keywords)
+
+    with pytest.raises(Refusal, match="called alone"):
+        check_rejection(case, batches_only)
