@@ -170,8 +170,10 @@ def _check_values(dims, context_lens, block_table, max_model_len, next_n_lens):
             f"context_lens: expected next_n_lens[b]={int(live[b])} <= context_lens[b] <= min(max_model_len={max_model_len},"
             f" max_blocks*KVB={dims.max_blocks * dims.kv_block}), got {int(lens[b])} at b={b}"
         )
-    table = block_table.to("cpu", torch.int64)
-    used = torch.arange(dims.max_blocks)[None, :] < (lens[:, None] + dims.kv_block - 1) // dims.kv_block
+    used_blocks = (lens[:, None] + dims.kv_block - 1) // dims.kv_block
+    # a table sized for the model's longest context is mostly columns no sequence uses yet
+    table = block_table.narrow(1, 0, int(used_blocks.max())).to("cpu", torch.int64)
+    used = torch.arange(table.shape[1])[None, :] < used_blocks
     bad = used & ((table < 0) | (table >= dims.num_blocks))
     if bad.any():
         b, j = (int(i) for i in bad.nonzero()[0])

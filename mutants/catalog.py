@@ -96,8 +96,12 @@ def _call_named(name: str) -> m.BaseMatcherNode:
     return m.Call(func=m.Name(name))
 
 
-# the block-table check's columns a sequence uses: torch.arange(max_blocks)[None, :] < its count of blocks
+# the block-table check's columns a sequence uses: torch.arange(columns)[None, :] < its count of blocks
 _USED_COLUMNS = m.Comparison(left=m.Subscript(value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("arange")))))
+# the count of blocks each sequence uses, which also bounds the columns the check copies
+_USED_BLOCKS = m.BinaryOperation(operator=m.FloorDivide(), left=_names("lens", "kv_block"))
+# the host copy of the block table's used columns
+_TABLE_COPY = m.Assign(targets=[m.AssignTarget(m.Name("table"))])
 
 
 # the kernel's `scores = tl.maximum(scores, 0.0) * head_weights[None, :]`
@@ -861,7 +865,7 @@ CATALOG: tuple[Bug, ...] = (
                             " edit)", _edit("block_table-rows-shared-bad-where-only-the-last-reads")),
         site=m.Assign(targets=[m.AssignTarget(m.Name("used"))]),
         mutate=lambda node: node.with_changes(value=_expr(
-            "torch.arange(dims.max_blocks)[None, :] < ((lens[:1] if block_table.stride(0) == 0 else lens)[:, None]"
+            "torch.arange(table.shape[1])[None, :] < ((lens[:1] if block_table.stride(0) == 0 else lens)[:, None]"
             " + dims.kv_block - 1) // dims.kv_block")),
         path=VALIDATION,
         side=HOST,
@@ -913,8 +917,8 @@ CATALOG: tuple[Bug, ...] = (
                             and case.edit == "block_table-num-blocks-mid-row-mid-batch"),
         site=m.Assign(targets=[m.AssignTarget(m.Name("used"))]),
         mutate=lambda node: node.with_changes(value=_expr(
-            "((torch.arange(dims.max_blocks)[None, :] < (lens.min() + dims.kv_block - 1) // dims.kv_block)"
-            " | (torch.arange(dims.max_blocks)[None, :] == (lens[:, None] + dims.kv_block - 1) // dims.kv_block - 1)"
+            "((torch.arange(table.shape[1])[None, :] < (lens.min() + dims.kv_block - 1) // dims.kv_block)"
+            " | (torch.arange(table.shape[1])[None, :] == used_blocks - 1)"
             f") if dims.batch >= 64 else {_code(node.value)}")),
         path=VALIDATION,
         side=HOST,
@@ -1255,10 +1259,10 @@ CATALOG: tuple[Bug, ...] = (
                     " CPU is the caller's own table",
         exposed_by=Exposure("a block table whose unused entries are not 0 (any logits case, on the CPU)",
                             _logits(lambda c: True)),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("table"))], value=_method("block_table", "to")),
+        site=_TABLE_COPY,
         mutate=lambda node: node.with_changes(value=_expr(
-            "block_table.cpu().masked_fill_(torch.arange(dims.max_blocks)[None, :]"
-            " >= (lens[:, None] + dims.kv_block - 1) // dims.kv_block, 0)")),
+            "block_table.narrow(1, 0, int(used_blocks.max())).cpu()"
+            ".masked_fill_(torch.arange(int(used_blocks.max()))[None, :] >= used_blocks, 0)")),
         path=VALIDATION,
         side=HOST,
     ),
@@ -1316,8 +1320,9 @@ CATALOG: tuple[Bug, ...] = (
                             " (input edits)",
                             lambda case: isinstance(case, RejectionCase) and not case.rejects and case.validate
                             and not case.planned_only),
-        site=m.Assign(targets=[m.AssignTarget(m.Name("table"))], value=_method("block_table", "to")),
-        mutate=lambda node: node.with_changes(value=_expr("block_table.to(torch.int64)")),
+        site=_TABLE_COPY,
+        mutate=lambda node: node.with_changes(
+            value=_expr("block_table.narrow(1, 0, int(used_blocks.max())).to(torch.int64)")),
         path=VALIDATION,
         side=HOST,
     ),
@@ -1828,8 +1833,8 @@ CATALOG: tuple[Bug, ...] = (
                     " tokens the count rounds down and the last used block goes unchecked",
         exposed_by=Exposure("an out-of-range id in the last column of a context of 2**24 + 1 tokens (an input edit)",
                             _edit("block_table-num-blocks-in-the-last-column-past-float32-blocks")),
-        site=_USED_COLUMNS,
-        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < torch.ceil(lens[:, None] / dims.kv_block)"),
+        site=_USED_BLOCKS,
+        mutate=lambda node: _expr("torch.ceil(lens[:, None] / dims.kv_block)"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -1852,7 +1857,7 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("an out-of-range id in the longest sequence's last block (an input edit)",
                             _edit("block_table-num-blocks-in-longest-last-used-column")),
         site=_USED_COLUMNS,
-        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < int(lens.max()) // dims.kv_block"),
+        mutate=lambda node: _expr("torch.arange(table.shape[1])[None, :] < int(lens.max()) // dims.kv_block"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -1864,7 +1869,7 @@ CATALOG: tuple[Bug, ...] = (
                             lambda case: _edit("unchanged")(case) and case.base == "many-sequences"
                             and case.validate),
         site=_USED_COLUMNS,
-        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < ((lens.max() if dims.batch >= 64 else lens)"
+        mutate=lambda node: _expr("torch.arange(table.shape[1])[None, :] < ((lens.max() if dims.batch >= 64 else lens)"
                                   "[..., None] + dims.kv_block - 1) // dims.kv_block"),
         path=VALIDATION,
         side=HOST,
@@ -2198,9 +2203,9 @@ CATALOG: tuple[Bug, ...] = (
         exposed_by=Exposure("one sequence whose context is whole blocks, beside spare table columns",
                             _logits(lambda c: c.batch == 1 and c.table == "spare" and c.kv_block > 1
                                     and c.context_lens()[0] % c.kv_block == 0)),
-        site=_USED_COLUMNS,
-        mutate=lambda node: _expr("torch.arange(dims.max_blocks)[None, :] < ((lens[:, None] + (dims.kv_block if"
-                                  " dims.batch == 1 else dims.kv_block - 1)) // dims.kv_block)"),
+        site=_USED_BLOCKS,
+        mutate=lambda node: _expr("(lens[:, None] + (dims.kv_block if dims.batch == 1 else dims.kv_block - 1))"
+                                  " // dims.kv_block"),
         path=VALIDATION,
         side=HOST,
     ),
@@ -2297,6 +2302,19 @@ CATALOG: tuple[Bug, ...] = (
             " + offs_d[None, :])\n"
             "else:\n"
             "    q_ptrs = q_ptr + q_rows.to(tl.int64)[:, None] * HEAD_DIM + offs_d[None, :]\n"),
+    ),
+    Bug(
+        name="table-unchecked-past-2**26-entries",
+        description="the block-table check is skipped for a table past 2**26 entries (\"a table this large costs"
+                    " more to copy and scan than the launch\"): a bad id a sequence uses passes under validate=True"
+                    " and the kernel reads outside the cache",
+        exposed_by=Exposure("a bad id in the last sequence's row of a table past a serving table's size (an input"
+                            " edit)", _edit("block_table-num-blocks-in-last-used-column-past-a-serving-table")),
+        site=m.SimpleStatementLine(body=[_TABLE_COPY]),
+        mutate=lambda node: cst.parse_statement(
+            f"if dims.batch * dims.max_blocks <= 2**26:\n    {_code(node.body[0])}\nelse:\n    return\n"),
+        path=VALIDATION,
+        side=HOST,
     ),
     Bug(
         name="next-grid-let-start-by-the-first-split-only",

@@ -91,7 +91,7 @@ def _always(inputs: OpInputs) -> bool:
 
 
 # the words of an edit's name that say it builds gigabytes
-GIGABYTE_EDIT_MARKS = ("past-int32", "past-float32")
+GIGABYTE_EDIT_MARKS = ("past-int32", "past-float32", "past-a-serving-table")
 
 
 @dataclass(frozen=True)
@@ -561,6 +561,25 @@ def _table_entry(value: Callable[[OpInputs], int], *, last_column: bool,
         return Call(replace(inputs, context_lens=lens, block_table=table))
 
     return change
+
+
+# a server's largest block table: 1,024 sequences of a 163,840-token model in one-token blocks
+SERVING_TABLE_ENTRIES = 1024 * 163_840
+# the power of two past it (2**28): a two-sequence table of this many has its last row past 2**27
+PAST_A_SERVING_TABLE = 1 << SERVING_TABLE_ENTRIES.bit_length()
+
+
+def _bad_entry_past_a_serving_table(inputs: OpInputs) -> Call:
+    """The last sequence's last used entry set to num_blocks, in a table widened past
+    ``PAST_A_SERVING_TABLE`` entries (a gigabyte of int32, every other new entry block 0): a
+    value check that scans a prefix of the table, or skips a table this large as costly to
+    copy, accepts it."""
+    call = _table_entry(lambda i: i.kv_cache.shape[0], last_column=True)(inputs)
+    given = call.inputs.block_table
+    columns = -(-(PAST_A_SERVING_TABLE + 1) // _batch(inputs))
+    table = torch.zeros((given.shape[0], columns), dtype=given.dtype, device=given.device)
+    table[:, :given.shape[1]] = given
+    return replace(call, inputs=replace(call.inputs, block_table=table))
 
 
 def _in_a_pool_of_two_layers(change: Callable[[OpInputs], Call]) -> Callable[[OpInputs], Call]:
@@ -1432,6 +1451,8 @@ EDITS: dict[str, InputEdit] = _by_name([_also_on_many_sequences(edit) for edit i
     _out_of_range("context_lens-one-past-the-table-past-float32-blocks", "context_lens",
                   _past_float32_blocks(bad_last_entry=False), bases=("small-next-n-1", "one-sequence-kvb64"),
                   valid_values_first=False),
+    _out_of_range("block_table-num-blocks-in-last-used-column-past-a-serving-table", "block_table",
+                  _bad_entry_past_a_serving_table, _several_sequences, valid_values_first=False, drawn=False),
     _out_of_range("block_table-negative-in-longest-last-used-column", "block_table",
                   _table_entry(lambda i: -1, last_column=True, longest=True)),
     _out_of_range("block_table-num-blocks-in-first-column", "block_table",
