@@ -13,6 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from mutants.catalog import Bug, Exposure, _expr, _names, _replace_with, _with_operator
+from kernel.gfx950_config import LANE_GROUPS
 from suites.gfx950_cases import Gfx950Case
 
 FLYDSL = "kernel/flydsl_gfx950.py"
@@ -29,6 +30,11 @@ def _tiles(case: Gfx950Case) -> list[int]:
 def _spans_blocks_unlike_tiles(case: Gfx950Case) -> bool:
     """Some position's block differs from its tile index: the block size is not the tile width."""
     return case.kv_block != case.block_n and max(case.context_lens) > min(case.kv_block, case.block_n)
+
+
+def _row_ends_inside_a_context_tile(case: Gfx950Case) -> bool:
+    """Some sequence's last context tile runs past ``max_model_len``."""
+    return any(tiles * case.block_n > case.max_model_len for tiles in _tiles(case))
 
 
 def _ragged_short(case: Gfx950Case) -> bool:
@@ -126,4 +132,20 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          m.Comparison(left=m.Name("live_rows"),
                       comparisons=[m.ComparisonTarget(operator=m.GreaterThan(), comparator=m.Name("m"))]),
          _with_operator(cst.GreaterThanEqual())),
+    _bug("rows-stored-by-their-own-lane-group",
+         "row m stored by lane group m, not m % LANE_GROUPS (\"the modulo is a no-op for next_n up to"
+         " four\"): past four rows no lane group stores a row",
+         Exposure("next_n past the four lane groups", _gfx950(lambda c: c.next_n > LANE_GROUPS)),
+         _binary(m.Name("m"), m.Modulo(), m.Name("LANE_GROUPS")),
+         _replace_with("m")),
+    _bug("context-store-unbounded-by-max-len",
+         "a context tile's logits stored without the max_model_len bound (\"context tiles end at the"
+         " context, which max_model_len bounds\"): the last tile's positions past it run into the next row"
+         " or past the output",
+         Exposure("a row ending inside its sequence's last context tile (max_model_len the longest context)",
+                  _gfx950(_row_ends_inside_a_context_tile)),
+         m.If(test=_binary(m.Subscript(value=m.Name("stores_row")), m.BitAnd(), m.DoNotCare()),
+              body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Expr(value=m.Call(
+                  args=[m.Arg(m.Name("logit")), m.ZeroOrMore()]))])])),
+         lambda node: node.with_changes(test=node.test.left)),
 )

@@ -8,10 +8,13 @@ and a call of it (batch, context lengths, split count). The waves and sub-tiles 
 axes: a bug in how waves share a tile (a wave's offset scaled by the wrong count) leaves
 one wave per program correct and breaks every multi-wave variant.
 
-- curated: the base configuration, every value of each compile-time axis alone off it, the
-  tile shapes that couple waves and sub-tiles, and splits that leave a partial share;
-- exhaustive (the declared compile-time space): waves x sub-tiles x layout, and heads x
-  head dim x next_n x ragged lengths over both layouts, plus every curated case.
+- curated: the base configuration, every value of each compile-time axis alone off it (next_n
+  past the four lane groups that store the rows too), the tile shapes that couple waves and
+  sub-tiles, splits that leave a partial share, and rows that end inside the longest
+  sequence's last tile (``max_model_len`` its context);
+- exhaustive (the declared compile-time space): waves x sub-tiles x layout, each also with rows
+  ending inside the last tile, heads x head dim x next_n x ragged lengths over both layouts,
+  next_n past the lane groups over both layouts, plus every curated case.
 
 Nothing here needs a gfx950 device but ``check_gfx950_case``, which runs the op.
 """
@@ -21,20 +24,22 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
-from kernel.gfx950_config import KernelConfig
+from kernel.gfx950_config import LANE_GROUPS, KernelConfig
 from oracle import compare_logits, make_inputs, reference_logits
 from oracle.refusal import Refusal
 
-RUNTIME_FIELDS = ("batch", "splits")
+RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len")
 
 
 @dataclass(frozen=True)
 class Gfx950Case(KernelConfig):
     """The configuration's fields (``has_next_n_lens``: next_n_lens given, some sequences with
-    fewer live rows), then the call's."""
+    fewer live rows), then the call's (``ends_at_max_len``: ``max_model_len`` is the longest
+    context, which ends inside its last tile)."""
 
     batch: int = 2
     splits: int = 1
+    ends_at_max_len: bool = False
 
     @property
     def context_lens(self) -> list[int]:
@@ -50,14 +55,17 @@ class Gfx950Case(KernelConfig):
 
     @property
     def max_model_len(self) -> int:
+        if self.ends_at_max_len:
+            return max(self.context_lens)
         return 4 * self.block_n + 16
 
     @property
     def id(self) -> str:
         layout = "preshuffle" if self.preshuffle else "flat"
         lens = "-nnl_ragged" if self.has_next_n_lens else ""
+        row_end = "-mml_ctx" if self.ends_at_max_len else ""
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
-                f"-waves{self.num_waves}-sub{self.subtiles}-b{self.batch}-split{self.splits}")
+                f"-waves{self.num_waves}-sub{self.subtiles}-b{self.batch}-split{self.splits}{row_end}")
 
     def config(self) -> KernelConfig:
         """The kernel's compile-time parameters."""
@@ -88,7 +96,8 @@ AXES = {
     "heads": (64, 32),
     "head_dim": (128, 64, 256),
     "kv_block": (64, 1, 5, 16),
-    "next_n": (1, 2, 3),
+    # one lane group stores each row: past four rows a group stores a second one
+    "next_n": (1, 2, 3, LANE_GROUPS + 1),
     "num_waves": (4, 1, 2, 8),
     "subtiles": (2, 1, 4),
     "has_next_n_lens": (False, True),
@@ -114,16 +123,23 @@ def curated() -> list[Gfx950Case]:
     cases += [Gfx950Case(num_waves=w, subtiles=s) for w, s in ((2, 1), (2, 4), (8, 1))]
     # splits leaving a partial share, with one wave and with several
     cases += [Gfx950Case(batch=3, splits=3), Gfx950Case(num_waves=1, batch=3, splits=2)]
+    # rows ending inside the last context tile: a store of the tile unbounded by max_model_len
+    # runs into the next row (next_n 2) or past the output
+    cases += [Gfx950Case(next_n=2, ends_at_max_len=True), Gfx950Case(num_waves=1, ends_at_max_len=True),
+              Gfx950Case(next_n=LANE_GROUPS + 1, has_next_n_lens=True, batch=3, splits=2, ends_at_max_len=True)]
     return list(dict.fromkeys(cases))
 
 
 def exhaustive() -> list[Gfx950Case]:
-    cases = [Gfx950Case(kv_block=kvb, preshuffle=pre, num_waves=w, subtiles=s)
-             for (kvb, pre), w, s in itertools.product(LAYOUTS, AXES["num_waves"], AXES["subtiles"])]
+    cases = [Gfx950Case(kv_block=kvb, preshuffle=pre, num_waves=w, subtiles=s, ends_at_max_len=ends)
+             for (kvb, pre), w, s, ends in itertools.product(LAYOUTS, AXES["num_waves"], AXES["subtiles"],
+                                                             (False, True))]
     cases += [Gfx950Case(heads=h, head_dim=d, next_n=nn, has_next_n_lens=ragged, preshuffle=pre)
               for h, d, nn, ragged, pre in itertools.product(AXES["heads"], (64, 128), (1, 2), (False, True),
                                                              (False, True))
               if not (ragged and nn == 1)]
+    cases += [Gfx950Case(next_n=LANE_GROUPS + 1, has_next_n_lens=ragged, preshuffle=pre)
+              for ragged, pre in itertools.product((False, True), (False, True))]
     return list(dict.fromkeys(cases + curated()))
 
 

@@ -51,9 +51,28 @@ def test_every_catalog_bug_is_exposed_by_curated_and_the_wave_offset_by_multi_wa
     assert all(case.num_waves >= 2 for case in wave_offset.exposed_by.cases(curated))
 
 
+def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_inside_a_tile():
+    from kernel.gfx950_config import LANE_GROUPS
+    from mutants.gfx950_catalog import GFX950_CATALOG
+
+    bugs = {bug.name: bug for bug in GFX950_CATALOG}
+    for suite in ("curated", "exhaustive"):
+        cases = gfx950_suite(suite)
+        assert {c.next_n for c in cases if c.next_n > LANE_GROUPS}, suite
+        ending = [c for c in cases if c.ends_at_max_len]
+        assert {c.num_waves for c in ending} >= {1, 4} and {c.next_n for c in ending} >= {1, 2}, suite
+        for name in ("rows-stored-by-their-own-lane-group", "context-store-unbounded-by-max-len"):
+            exposing = bugs[name].exposed_by.cases(cases)
+            assert exposing and len(exposing) < len(cases), (suite, name)
+    # rows ending inside their last tile: the longest context is max_model_len, not a whole tile
+    for case in gfx950_suite("curated"):
+        if case.ends_at_max_len:
+            assert case.max_model_len == max(case.context_lens) and case.max_model_len % case.block_n
+
+
 def test_catalog_pins_one_site_each_in_the_kernel_body():
     mutants = _catalog()
-    assert len(mutants) == 14
+    assert len(mutants) == 16
     assert all(m.path == KERNEL and m.side == "device" for m in mutants.values())
     assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
 
@@ -171,6 +190,21 @@ def test_wave_offset_isa_equals_the_original_at_one_wave_and_differs_at_two_and_
     assert all(c.ok for c in original + mutant), [c.error for c in original + mutant if not c.ok]
     same = [a.digest == b.digest for a, b in zip(original, mutant)]
     assert same == [True, False, False, False]
+
+
+def test_rows_stored_by_their_own_lane_group_compile_to_the_original_up_to_four_rows_only():
+    # without a configuration past four next_n rows, kmut would judge this bug equivalent
+    _needs_compiler()
+    from kernel.gfx950_config import LANE_GROUPS
+    from mutants.compiled import compile_source
+    from mutants.gfx950 import GFX950_BACKEND, config_target
+    from mutants.mutant import read_source
+
+    targets = [config_target(Gfx950Case(next_n=n, num_waves=1, subtiles=1)) for n in (LANE_GROUPS, LANE_GROUPS + 1)]
+    original = compile_source(read_source(KERNEL), targets, backend=GFX950_BACKEND)
+    mutant = compile_source(_catalog()["rows-stored-by-their-own-lane-group"].source, targets, backend=GFX950_BACKEND)
+    assert all(c.ok for c in original + mutant), [c.error for c in original + mutant if not c.ok]
+    assert [a.digest == b.digest for a, b in zip(original, mutant)] == [True, False]
 
 
 def test_a_mistyped_accumulator_is_stillborn_and_a_renamed_local_is_equivalent():
