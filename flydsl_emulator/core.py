@@ -31,7 +31,7 @@ class _State:
         self.block_idx = (0, 0, 0)
         self.mask = None  # bool (L,), the active lanes
         self.stack = []
-        self.stats = {"programs": 0, "loads": 0, "stores": 0, "mfma": 0, "double_writes": 0}
+        self.stats = {"programs": 0, "loads": 0, "stores": 0, "mfma": 0}
 
     def program(self):
         return f"program {self.block_idx[:2]}"

@@ -234,9 +234,11 @@ class EmulatedKernel:
 
         core.run_grid(program, (), grid, block)
         self.last_buffers = [a.buf for a in call if isinstance(a, _TensorArg)]
-        for buf in self.last_buffers:  # elements stored more than once in the launch: wasted or racy
-            if buf.written is not None:
-                STATE.stats["double_writes"] += int((buf.written > 1).sum())
+        for buf in self.last_buffers:  # an element stored twice in one launch: wasted work, or a race
+            if buf.written is not None and (buf.written > 1).any():
+                again = np.flatnonzero(buf.written > 1)
+                raise EmuError(f"'{buf.name}': {again.size} element(s) stored more than once in one launch"
+                               f" (element {int(again[0])} {int(buf.written[again[0]])} times): each is written once")
 
     def __call__(self, *args):
         return _Launch(self, args)

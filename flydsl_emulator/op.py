@@ -115,3 +115,8 @@ def make_emulated_op(mod):
         return got.as_subclass(torch.Tensor) if isinstance(got, torch.Tensor) else got
 
     return fp8_paged_mqa_logits_emulated
+
+
+def emulated_op(root: Path):
+    """The op of the kernel package copy under ``root``, its kernel run on the emulator."""
+    return make_emulated_op(load_kernel_module(Path(root) / "kernel" / "flydsl_gfx950.py"))

@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds each mutant whose code matches the original on every configuration of the suite"
                           " may spend compiled on the rest of the declared space; one that runs out is not"
                           f" counted equivalent (default {DEFAULT_SPACE_BUDGET:g}; 0: no limit)")
+    run.add_argument("--emulate", dest="emulate", action=argparse.BooleanOptionalAction, default=True,
+                     help="on the CPU, run the cases of a target no device here runs (the gfx950 kernel) on its"
+                          " emulator (default); --no-emulate: its mutants are only compiled and classified")
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
@@ -352,7 +355,7 @@ def _sweep(args, cluster) -> int:
     progress = ProgressPrinter()
     runner = engine(cases=cases, device=device, jobs=jobs, store=None, scope=None, progress=progress,
                     space_budget=args.space_budget or None, target=TARGETS[args.target],
-                    compile_cache=compile_cache_beside(args.store))
+                    compile_cache=compile_cache_beside(args.store), emulate=args.emulate)
     compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
     clock = runner.clock
     try:

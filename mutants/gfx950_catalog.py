@@ -138,6 +138,13 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          Exposure("next_n past the four lane groups", _gfx950(lambda c: c.next_n > LANE_GROUPS)),
          _binary(m.Name("m"), m.Modulo(), m.Name("LANE_GROUPS")),
          _replace_with("m")),
+    _bug("tile-width-without-its-subtiles",
+         "a tile counted as 16 tokens per wave, its sub-tiles left out (\"BLOCK_N: one MFMA column block per"
+         " wave\"): consecutive tiles overlap, every cell computed and stored again; the same values",
+         Exposure("more than one sub-tile per wave (each cell is to be stored once)",
+                  _gfx950(lambda c: c.subtiles >= 2)),
+         m.Assign(targets=[m.AssignTarget(m.Name("BLOCK_N"))]),
+         lambda node: node.with_changes(value=_expr("NUM_WAVES * MFMA_ROWS"))),
     _bug("context-store-unbounded-by-max-len",
          "a context tile's logits stored without the max_model_len bound (\"context tiles end at the"
          " context, which max_model_len bounds\"): the last tile's positions past it run into the next row"

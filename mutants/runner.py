@@ -43,7 +43,17 @@ from mutants.walk import DEVICE, HOST
 from mutants.store import ORDER_RECORDED, Answer, Result, Scope, Store
 from mutants.target import TRITON_TARGET, Target
 from mutants.outcomes import CRASHED, DUPLICATE, EQUIVALENT, KILLED, LASTING, NEEDS_GFX950, SURVIVED, TIMEOUT
-from mutants.worker import ERROR, FAIL, IMPORT_FAILED, PASS, STILLBORN, WorkerStartError, stops, worker_main
+from mutants.worker import (
+    EMULATED,
+    ERROR,
+    FAIL,
+    IMPORT_FAILED,
+    PASS,
+    STILLBORN,
+    WorkerStartError,
+    stops,
+    worker_main,
+)
 from oracle.reference_cache import CACHE_VARIABLE as REFERENCE_CACHE
 from suites.candidates import static_cost
 from suites.cases import AXES, Case
@@ -313,7 +323,7 @@ class Runner:
     def __init__(self, *, cases, device: str, jobs: int, store: Store, scope: Scope,
                  progress=None, root: Path = PROJECT_ROOT, timeout_floor: float | None = None,
                  target: Target = TRITON_TARGET, space_budget: float | None = DEFAULT_SPACE_BUDGET,
-                 compile_cache: Path | None = None):
+                 compile_cache: Path | None = None, emulate: bool = True):
         self.cases = list(cases)
         self.space_budget = space_budget
         self.target = target
@@ -360,8 +370,12 @@ class Runner:
         self._case_compile_keys: list[tuple] | None = None
         self.timeout_floor = TIMEOUT_FLOOR.get(device, 30.0) if timeout_floor is None else timeout_floor
         self.space = target.compile_space()
-        # False where no device here runs the target's code: its mutants are only compiled
-        self.executes = self.space.executes_on(device)
+        # False where neither a device here nor an emulator on the CPU runs the target's code:
+        # its mutants are only compiled
+        self.op = target.op
+        if not self.space.executes_on(device) and emulate and device == "cpu" and target.emulator is not None:
+            self.op = EMULATED + target.emulator
+        self.executes = self.op != target.op or self.space.executes_on(device)
         self.clock = RunClock()
         # workers between batches: the baseline's serve the mutants, and workers started while
         # classification compiles are ready when the mutants run
@@ -868,7 +882,7 @@ class Runner:
 
     def _new_worker(self, taken: list[str]) -> _Worker:
         device = least_loaded(self.devices, taken)
-        return _Worker(self.context, device, self.target.op, self.worker_environment, self.memory_gates.get(device),
+        return _Worker(self.context, device, self.op, self.worker_environment, self.memory_gates.get(device),
                        self.snapshot)
 
     def _release_worker(self, worker: _Worker, completed: bool) -> None:
@@ -888,7 +902,7 @@ def take_snapshot(root: Path, destination: Path, package: str) -> Path:
     """``destination`` holding a copy of the target's ``package`` and of the oracle and suites
     under ``root`` (those it has), and of kmut's own package; returned."""
     ignore = shutil.ignore_patterns("__pycache__")
-    for name in (package, "oracle", "suites"):
+    for name in (package, "oracle", "suites", "flydsl_emulator"):
         if (root / name).is_dir():
             shutil.copytree(root / name, destination / name, ignore=ignore)
     own = Path(__file__).resolve().parent

@@ -23,7 +23,8 @@ compile space (a `CompileSpace`): the configurations a suite compiles and the de
 compile-time space, the compiler backend that classifies its device mutants by their machine
 code (Hopper SASS, gfx950 ISA), and whether a device of this machine executes it. Two targets
 are declared: the Triton op (`TRITON_TARGET`) and the FlyDSL gfx950 kernel
-(`GFX950_TARGET`), whose cases run only on a gfx950 device.
+(`GFX950_TARGET`), whose cases run on a gfx950 device or, on the CPU, on its emulator
+(``flydsl_emulator``).
 """
 
 import importlib
@@ -75,6 +76,9 @@ class Target:
     compile_space_of: str = "mutants.compiled:TritonSpace"  # "module:class" of its CompileSpace
     # the device its code needs, named in the outcome of a mutant no device here can run
     device_name: str = "a GPU"
+    # "module:function": the folder holding a copy of the package -> an op that runs that copy's
+    # kernel on a CPU emulator, where no device here runs the target's code (None: no emulator)
+    emulator: str | None = None
 
     def __post_init__(self) -> None:
         stems = [file.stem for file in self.files]
@@ -136,5 +140,6 @@ GFX950_TARGET = Target(
     cases_of="suites.gfx950_cases:gfx950_suite",
     compile_space_of="mutants.gfx950:Gfx950Space",
     device_name="gfx950",
+    emulator="flydsl_emulator.op:emulated_op",
 )
 TARGETS = {target.name: target for target in (TRITON_TARGET, GFX950_TARGET)}

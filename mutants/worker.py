@@ -80,12 +80,21 @@ def configure_environment(device: str, environment: dict[str, str] | None = None
     return "cuda"
 
 
+# an op locator that names an emulator: ``EMULATED + "module:function"``, the function building
+# the op from the folder that holds the package's copy (``Target.emulator``)
+EMULATED = "emulated:"
+
+
 def load_op(overlay: str, op: str):
-    """Import ``op`` (``"module:function"``) from the copy of its package in ``overlay``.
+    """Import ``op`` (``"module:function"``) from the copy of its package in ``overlay``, or
+    build it there with the emulator ``op`` names (``EMULATED``).
 
     Every module that imported from the package before (the suites do) is dropped too, and
     imports afresh when next used: otherwise it would keep the objects of the overlay loaded
     first, and a mutant's cases would run another mutant's code."""
+    if op.startswith(EMULATED):
+        module_name, function = op[len(EMULATED):].split(":")
+        return getattr(importlib.import_module(module_name), function)(Path(overlay))
     module_name, function = op.split(":")
     package = op_package(op)
     for name in _dependents(package):
@@ -215,9 +224,10 @@ def is_device_fault(error: BaseException) -> bool:
 
 
 def is_environment_failure(error: BaseException) -> bool:
-    """The machine, not the code under test, failed the case: memory or I/O ran out."""
+    """The machine, not the code under test, failed the case: memory or I/O ran out, or the
+    emulator the case runs on lacks what the code calls."""
     text = str(error).lower()
-    return isinstance(error, (MemoryError, OSError)) or "out of memory" in text
+    return isinstance(error, (MemoryError, OSError)) or "out of memory" in text or "is not emulated" in text
 
 
 def classify_exception(error: BaseException) -> str:

@@ -7,7 +7,7 @@ The compiling tests need flydsl and an ``ld.lld``; they are skipped, with that r
 import pytest
 import torch
 
-from mutants.outcomes import NEEDS_GFX950, SURVIVED
+from mutants.outcomes import KILLED, NEEDS_GFX950, SURVIVED
 from mutants.target import GFX950_TARGET
 from suites.gfx950_cases import Gfx950Case, check_gfx950_case, gfx950_suite
 
@@ -72,7 +72,7 @@ def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_in
 
 def test_catalog_pins_one_site_each_in_the_kernel_body():
     mutants = _catalog()
-    assert len(mutants) == 16
+    assert len(mutants) == 17
     assert all(m.path == KERNEL and m.side == "device" for m in mutants.values())
     assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
 
@@ -228,13 +228,14 @@ def test_a_mistyped_accumulator_is_stillborn_and_a_renamed_local_is_equivalent()
 
 # -- a run: needs gfx950, and a suite that does not reach the wave-offset bug -------------------
 
-def _run(tmp_path, suite: str, only: str):
+def _run(tmp_path, suite: str, only: str, *, emulate: bool = False):
     from mutants import cli
     from mutants.store import Scope, Store
 
     store_path = tmp_path / "results.sqlite"
     code = cli.main(["run", "--target", "gfx950", "--suite", suite, "--only", only, "--jobs", "2",
-                     "--store", str(store_path), "--quiet", "--space-budget", "120"])
+                     "--store", str(store_path), "--quiet", "--space-budget", "120",
+                     "--emulate" if emulate else "--no-emulate"])
     mutants = _catalog()
     store = Store(store_path, read_only=True)
     scope = Scope(f"gfx950:{suite}", cli.scope_digest("cpu"), "first-kill", "cpu")
@@ -260,6 +261,16 @@ def test_a_mutant_no_device_here_runs_needs_gfx950_with_the_cases_that_would_run
     report = capsys.readouterr().out
     assert "score: none" in report and "1 left out, needing a gfx950 device to run" in report
     assert code == 0
+
+
+def test_on_the_emulator_a_mutant_is_killed_by_the_case_that_exposes_it(tmp_path, capsys):
+    code, results, _ = _run(tmp_path, "curated", "wrong-head-weight,wave-offset", emulate=True)
+    assert {result.outcome for result in results.values()} == {KILLED}
+    by_id = {case.id: case for case in gfx950_suite("curated")}
+    for result in results.values():
+        killers = [by_id[case] for case in result.killed_by]
+        assert killers and all(c.next_n >= 2 or c.num_waves >= 2 for c in killers), result
+    assert "score: 100.0%" in capsys.readouterr().out and code == 0
 
 
 def test_a_suite_without_multi_wave_variants_does_not_reach_the_wave_offset_bug(tmp_path):
