@@ -169,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
                           " Triton and numpy run the interpreter, off with --ray)")
     run.add_argument("--classify", dest="classify", choices=("before", "after", "never"), default=None,
                      help="when to classify device mutants by their compiled code: before running them (the default"
-                          " on cuda, where a run compiles the kernels anyway), after, only the survivors (the default"
-                          " on cpu, where the interpreter runs the suite faster than its kernels compile), or never")
+                          " on cuda, where a run compiles the kernels anyway, and on an emulator, which cannot tell"
+                          " code the compiler refuses), after, only the survivors (the default on cpu, where the"
+                          " interpreter runs the suite faster than its kernels compile), or never")
     run.add_argument("--no-classify", dest="classify", action="store_const", const="never",
                      help="the same as --classify never")
 
@@ -377,7 +378,9 @@ def _sweep(args, cluster) -> int:
         except BaselineError as error:
             print(f"kmut: baseline: {error}", file=sys.stderr)
             return EXIT_BASELINE
-        when = args.classify or ("before" if device == "cuda" or not runner.executes else "after")
+        # on an emulator the compiler is still the judge of what compiles: code FlyDSL refuses is
+        # stillborn before any case runs it, not a kill
+        when = args.classify or ("before" if device == "cuda" or not runner.executes or runner.emulates else "after")
         classified = 0
         if when == "before":
             if cluster is None:

@@ -375,7 +375,8 @@ class Runner:
         self.op = target.op
         if not self.space.executes_on(device) and emulate and device == "cpu" and target.emulator is not None:
             self.op = EMULATED + target.emulator
-        self.executes = self.op != target.op or self.space.executes_on(device)
+        self.emulates = self.op != target.op
+        self.executes = self.emulates or self.space.executes_on(device)
         self.clock = RunClock()
         # workers between batches: the baseline's serve the mutants, and workers started while
         # classification compiles are ready when the mutants run
@@ -737,10 +738,14 @@ class Runner:
     def case_target_keys(self) -> list[tuple[str, ...]]:
         """Per case, the compile targets its launches need (planned once)."""
         if self._case_target_keys is None:
-            from mutants.compiled import case_targets
+            from mutants.compiled import TritonSpace, case_targets
 
-            self._case_target_keys = [tuple(t.key for t in targets)
-                                      for targets in case_targets(self.cases, device=self.device)]
+            if isinstance(self.space, TritonSpace):  # planned together: a launch plan serves many cases
+                self._case_target_keys = [tuple(t.key for t in targets)
+                                          for targets in case_targets(self.cases, device=self.device)]
+            else:
+                self._case_target_keys = [tuple(t.key for t in self.space.suite_targets([case], self.device))
+                                          for case in self.cases]
         return self._case_target_keys
 
     def case_compile_keys(self) -> list[tuple]:
