@@ -469,6 +469,9 @@ class TritonSpace:
     def suite_targets(self, cases, device: str, cache_dir: Path | None = None) -> list[CompileTarget]:
         return compile_targets(cases, device=device, cache_dir=cache_dir)
 
+    def case_targets(self, cases, device: str) -> list[list[CompileTarget]]:
+        return case_targets(cases, device=device)  # planned together: a launch plan serves many cases
+
     def declared_targets(self, device: str, cache_dir: Path | None) -> list[CompileTarget]:
         from suites.runnable import suite_cases
 

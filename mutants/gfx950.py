@@ -97,6 +97,9 @@ class Gfx950Space:
         targets = {t.key: t for t in (config_target(case) for case in cases if isinstance(case, Gfx950Case))}
         return [targets[key] for key in sorted(targets)]
 
+    def case_targets(self, cases, device: str) -> list[list[CompileTarget]]:
+        return [self.suite_targets([case], device) for case in cases]
+
     def declared_targets(self, device: str, cache_dir: Path | None) -> list[CompileTarget]:
         return self.suite_targets(gfx950_suite("exhaustive"), device)
 

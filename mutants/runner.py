@@ -373,10 +373,11 @@ class Runner:
         # False where neither a device here nor an emulator on the CPU runs the target's code:
         # its mutants are only compiled
         self.op = target.op
-        if not self.space.executes_on(device) and emulate and device == "cpu" and target.emulator is not None:
+        runs_here = self.space.executes_on(device)
+        if not runs_here and emulate and device == "cpu" and target.emulator is not None:
             self.op = EMULATED + target.emulator
         self.emulates = self.op != target.op
-        self.executes = self.emulates or self.space.executes_on(device)
+        self.executes = self.emulates or runs_here
         self.clock = RunClock()
         # workers between batches: the baseline's serve the mutants, and workers started while
         # classification compiles are ready when the mutants run
@@ -738,14 +739,8 @@ class Runner:
     def case_target_keys(self) -> list[tuple[str, ...]]:
         """Per case, the compile targets its launches need (planned once)."""
         if self._case_target_keys is None:
-            from mutants.compiled import TritonSpace, case_targets
-
-            if isinstance(self.space, TritonSpace):  # planned together: a launch plan serves many cases
-                self._case_target_keys = [tuple(t.key for t in targets)
-                                          for targets in case_targets(self.cases, device=self.device)]
-            else:
-                self._case_target_keys = [tuple(t.key for t in self.space.suite_targets([case], self.device))
-                                          for case in self.cases]
+            self._case_target_keys = [tuple(t.key for t in targets)
+                                      for targets in self.space.case_targets(self.cases, self.device)]
         return self._case_target_keys
 
     def case_compile_keys(self) -> list[tuple]:

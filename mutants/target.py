@@ -43,6 +43,9 @@ class CompileSpace(Protocol):
     def suite_targets(self, cases, device: str) -> list:
         """The distinct compile targets (mutants.compiled.CompileTarget) ``cases`` launch."""
 
+    def case_targets(self, cases, device: str) -> list[list]:
+        """Per case, the compile targets its launches need."""
+
     def declared_targets(self, device: str, cache_dir: Path | None) -> list:
         """The declared compile-time space: the targets a mutant must match everywhere to be
         equivalent."""
