@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--emulate", dest="emulate", action=argparse.BooleanOptionalAction, default=True,
                      help="on the CPU, run the cases of a target no device here runs (the gfx950 kernel) on its"
                           " emulator (default); --no-emulate: its mutants are only compiled and classified")
+    run.add_argument("--compile-log", dest="compile_log", type=Path, default=None,
+                     help="on CUDA, write one JSON line per kernel a worker compiled or loaded from Triton's cache"
+                          " (mutant, case, kernel, cache key, cached, seconds)")
     run.add_argument("--sanitize", dest="sanitize", action="store_true",
                      help="on CUDA, re-run the survivors under compute-sanitizer memcheck (each tensor its own"
                           " allocation): an out-of-bounds access kills the mutant")
@@ -292,7 +295,9 @@ def cmd_show(args) -> int:
 
 
 def cmd_run(args) -> int:
-    _check_outputs(args, args.store)
+    _check_outputs(args, args.store, *([args.compile_log] if args.compile_log else []))
+    if args.ray is not None and args.compile_log:
+        raise UsageError("--compile-log records this machine's workers; it does not combine with --ray")
     if args.ray is not None and args.sanitize:
         raise UsageError("--sanitize runs compute-sanitizer on this machine's GPU; it does not combine with --ray")
     if args.ray is not None and args.interpreter_check:
@@ -358,6 +363,11 @@ def _sweep(args, cluster) -> int:
                     space_budget=args.space_budget or None, target=TARGETS[args.target],
                     compile_cache=compile_cache_beside(args.store), emulate=args.emulate)
     compile_jobs = runner.jobs if cluster is None else _default_jobs("cpu")  # classification compiles here
+    if args.compile_log:
+        from mutants.clock import CompileLog
+
+        args.compile_log.parent.mkdir(parents=True, exist_ok=True)
+        runner.compile_log = CompileLog(args.compile_log)
     clock = runner.clock
     try:
         if cluster is None:
@@ -422,6 +432,8 @@ def _sweep(args, cluster) -> int:
         raise
     finally:
         runner.close()
+        if runner.compile_log is not None:
+            runner.compile_log.close()
     # after the run, the mutants classified are among those executed: count them once
     store.finish_run(run_id, time.monotonic() - started, executed, classified if when == "before" else 0)
     with clock.phase("report"):

@@ -8,8 +8,10 @@ Triton's cache where Triton says which. The sum over workers exceeds the wall ti
 by side.
 """
 
+import json
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 WORKER_PARTS = ("start-up", "import", "compile", "cases")
 
@@ -49,3 +51,23 @@ class RunClock:
         if not any(self.kernels.values()):
             return ""
         return " (" + ", ".join(f"{count:,} kernels {how}" for how, count in self.kernels.items()) + ")"
+
+
+class CompileLog:
+    """One JSON line per kernel a worker turned into code: which mutant and case asked for it, the
+    kernel and Triton's cache key for it, whether Triton's cache served it, and the seconds it
+    took. Two runs' logs side by side show which compiles a warm cache did not serve, and why."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = open(path, "w")
+
+    def write(self, *, mutant: str, case: str | None, device: str, seconds: float, cached: bool | None,
+              which: dict) -> None:
+        line = {"mutant": mutant, "case": case, "device": device, **which, "cached": cached,
+                "seconds": round(seconds, 4)}
+        self._file.write(json.dumps(line) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

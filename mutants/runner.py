@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 
-from mutants.clock import RunClock
+from mutants.clock import CompileLog, RunClock
 from mutants.compiled import DEFAULT_SPACE_BUDGET, worker_environment
 from mutants.mutant import PROJECT_ROOT, Mutant
 from mutants.walk import DEVICE, HOST
@@ -379,6 +379,7 @@ class Runner:
         self.emulates = self.op != target.op
         self.executes = self.emulates or runs_here
         self.clock = RunClock()
+        self.compile_log: CompileLog | None = None  # set by the caller that wants one
         # workers between batches: the baseline's serve the mutants, and workers started while
         # classification compiles are ready when the mutants run
         self.idle_workers: list[_Worker] = []
@@ -1178,6 +1179,11 @@ class _Scheduler:
                 worker.deadline, worker.case_time_left = time.monotonic() + worker.case_time_left, None
             clock.add("compile", message[1])
             clock.count_kernel(message[2])
+            if self.runner.compile_log is not None and progress is not None:
+                case = self.runner.case_ids[worker.current] if worker.current is not None else None
+                self.runner.compile_log.write(mutant=progress.task.mutant_id, case=case, device=worker.device,
+                                              seconds=message[1], cached=message[2],
+                                              which=message[3] if len(message) > 3 else {})
             clock.add("cases", -message[1])  # the case's time holds its compiles
             worker.enter("cases")
         elif message[0] == "case":

@@ -19,7 +19,8 @@ Messages to the parent, over a pipe:
     ("loaded", seconds)   the op imported afresh from a task's overlay
     ("start", case_index)
     ("compiling", kernel)   Triton compiles a kernel, or loads it from its cache (not on the CPU)
-    ("compiled", seconds, cached)  cached: Triton's cache served it (None: unknown)
+    ("compiled", seconds, cached, which)  cached: Triton's cache served it (None: unknown);
+        which: {"kernel": name, "hash": Triton's cache key} where Triton says, else {}
     ("case", case_index, result, message, seconds, peak_bytes)   result: pass | fail | stillborn | error;
         peak_bytes: the most GPU memory the case held (0 on the CPU)
     ("done", healthy)   a worker that is not healthy (its device faulted) is replaced
@@ -382,7 +383,7 @@ def _report_compiles(conn) -> None:
     except (ImportError, AttributeError):
         return
     started: list[float] = []
-    served: list[bool] = []
+    served: list[tuple[bool, dict]] = []
 
     def before(*, repr: str, **_) -> bool:
         started[:] = [time.perf_counter()]
@@ -392,7 +393,8 @@ def _report_compiles(conn) -> None:
 
     def after(**_) -> bool:
         if started:
-            conn.send(("compiled", time.perf_counter() - started.pop(), served[-1] if served else None))
+            cached, which = served[-1] if served else (None, {})
+            conn.send(("compiled", time.perf_counter() - started.pop(), cached, which))
         return False
 
     runtime.jit_cache_hook, runtime.jit_post_compile_hook = before, after
@@ -401,7 +403,9 @@ def _report_compiles(conn) -> None:
         earlier = compilation.listener
 
         def listener(*, cache_hit: bool, **fields) -> None:
-            served.append(cache_hit)
+            metadata = fields.get("metadata") or {}
+            which = {"kernel": metadata.get("name", ""), "hash": metadata.get("hash", "")}
+            served.append((cache_hit, {k: v for k, v in which.items() if v}))
             if earlier is not None:
                 earlier(cache_hit=cache_hit, **fields)
 

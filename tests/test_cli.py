@@ -304,6 +304,20 @@ def test_ray_without_the_extra_is_one_line_naming_it(tmp_path, capsys, monkeypat
     assert capsys.readouterr().err.splitlines()[-1] == "kmut: error: --ray needs Ray: pip install -e '.[ray]'"
     assert cli.main([*command, "--sanitize"]) == cli.EXIT_USAGE
     assert "does not combine with --ray" in capsys.readouterr().err
+    assert cli.main([*command, "--compile-log", str(tmp_path / "compiles.jsonl")]) == cli.EXIT_USAGE
+    assert "--compile-log records this machine's workers" in capsys.readouterr().err
+    assert not (tmp_path / "compiles.jsonl").exists()
+
+
+def test_a_compile_log_that_cannot_be_written_is_one_line_and_nothing_runs(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    command = ["run", "--suite", "smoke", "--store", str(tmp_path / "r.sqlite"),
+               "--compile-log", str(blocker / "compiles.jsonl")]
+    assert cli.main(command) == cli.EXIT_CANNOT_RUN
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"kmut: error: {blocker / 'compiles.jsonl'}: cannot be written ({blocker} is not a writable folder)"]
+    assert not (tmp_path / "r.sqlite").exists()
 
 
 def _small_files_only():

@@ -1330,12 +1330,15 @@ def test_a_worker_reports_each_kernel_triton_turns_into_code_and_leaves_the_comp
         for served in (False, True, None):
             assert knobs.runtime.jit_cache_hook(repr="_kernel[num_warps=4](x: *fp8)", **hook) is False
             if served is not None:  # Triton's compile tells its listener whether its cache served it
-                knobs.compilation.listener(src=None, metadata={}, metadata_group={}, times=None, cache_hit=served)
+                knobs.compilation.listener(src=None, metadata={"name": "_kernel", "hash": f"key{served}"},
+                                           metadata_group={}, times=None, cache_hit=served)
             assert knobs.runtime.jit_post_compile_hook(repr="", **hook) is False
     finally:
         knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook, knobs.compilation.listener = previous
     assert sent[0] == ("compiling", "_kernel") and sent[1][0] == "compiled" and sent[1][1] >= 0
     assert [message[2] for message in sent if message[0] == "compiled"] == [False, True, None]
+    assert [message[3] for message in sent if message[0] == "compiled"] == \
+        [{"kernel": "_kernel", "hash": "keyFalse"}, {"kernel": "_kernel", "hash": "keyTrue"}, {}]
     assert heard == [False, True]  # a listener set before is still told
 
 

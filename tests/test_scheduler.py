@@ -36,7 +36,7 @@ class _ThreadWorker(_Worker):
                 if compiling:
                     conn.send(("compiling", "_kernel"))
                     time.sleep(compiling)
-                    conn.send(("compiled", compiling, False))
+                    conn.send(("compiled", compiling, False, {"kernel": "_kernel", "hash": f"key-{case['id']}"}))
                 time.sleep(running)
                 result = FAIL if case["id"] in failing else PASS
                 if self.machine_fails.get(case["id"], 0) > 0:
@@ -57,7 +57,7 @@ class _ThreadWorker(_Worker):
 def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = frozenset(), kernels: int = 1,
          machine_fails: dict[str, int] | None = None, seconds: dict[int, float] | None = None,
          slow: dict[str, tuple[float, float]] | None = None, timeout: float = 30.0,
-         gigabytes: set[int] | None = None):
+         gigabytes: set[int] | None = None, compile_log=None):
     log, workers = [], []
     shared_fails = dict(machine_fails or {})  # one machine: its failures span the workers
 
@@ -66,6 +66,7 @@ def _run(tasks: list[_Task], *, jobs: int, cases: int, failing: set[str] = froze
         return workers[-1]
 
     runner = SimpleNamespace(jobs=jobs, case_dicts=[{"id": f"c{i}"} for i in range(cases)],
+                             case_ids=[f"c{i}" for i in range(cases)], compile_log=compile_log,
                              timeout_for=lambda i: timeout, case_seconds_by_index=lambda i: 1.0, case_peak_by_index=lambda i: 0,
                              expected_seconds=lambda i: (seconds or {}).get(i, 0.01),
                              holds_gigabytes=lambda i: i in (gigabytes or ()),
@@ -116,6 +117,22 @@ def test_a_cases_timeout_leaves_out_its_compiles():
     results = {progress.task.mutant_id: progress.results for progress in finished}
     assert results["compiles"][0].result == PASS
     assert results["hangs"][1].result == "timeout" and "its compiles left out" in results["hangs"][1].text
+
+
+def test_the_compile_log_names_the_mutant_and_case_of_each_kernel_a_worker_turned_into_code(tmp_path):
+    import json
+
+    from mutants.clock import CompileLog
+
+    log = CompileLog(tmp_path / "compiles.jsonl")
+    slow = {"c1": (0.05, 0.0), "c3": (0.05, 0.0)}
+    _run([_Task("m0", "o0", [0, 1], False), _Task("m1", "o1", [2, 3], False)], jobs=1, cases=4, slow=slow,
+         compile_log=log)
+    log.close()
+    lines = [json.loads(line) for line in (tmp_path / "compiles.jsonl").read_text().splitlines()]
+    assert [(line["mutant"], line["case"], line["hash"], line["cached"]) for line in lines] == \
+        [("m0", "c1", "key-c1", False), ("m1", "c3", "key-c3", False)]
+    assert all(line["kernel"] == "_kernel" and line["seconds"] >= 0.05 for line in lines)
 
 
 def test_while_mutants_wait_each_worker_takes_a_mutant_of_its_own():
