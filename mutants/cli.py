@@ -114,6 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="where cases run (default: cuda when available, else cpu)")
             p.add_argument("--matrix", dest="matrix", action="store_true",
                            help="run every case against every mutant (the full kill matrix)")
+            p.add_argument("--emulate", dest="emulate", action=argparse.BooleanOptionalAction, default=True,
+                           help="on the CPU, run the cases of a target no device here runs (the gfx950 kernel) on"
+                                " its emulator (default); --no-emulate: its mutants are only compiled and"
+                                " classified, their results kept apart from the emulated run's")
             store(p, "the result store")
 
     def store(p, what: str):
@@ -155,9 +159,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds each mutant whose code matches the original on every configuration of the suite"
                           " may spend compiled on the rest of the declared space; one that runs out is not"
                           f" counted equivalent (default {DEFAULT_SPACE_BUDGET:g}; 0: no limit)")
-    run.add_argument("--emulate", dest="emulate", action=argparse.BooleanOptionalAction, default=True,
-                     help="on the CPU, run the cases of a target no device here runs (the gfx950 kernel) on its"
-                          " emulator (default); --no-emulate: its mutants are only compiled and classified")
     run.add_argument("--compile-log", dest="compile_log", type=Path, default=None,
                      help="on CUDA, write one JSON line per kernel a worker compiled or loaded from Triton's cache"
                           " (mutant, case, kernel, cache key, cached, seconds)")
@@ -660,6 +661,8 @@ def _open(args, device, *, create: bool, digest: str | None = None):
     store = Store(args.store, read_only=not create)
     # the Triton op's suites keep their bare names; another target's are prefixed with its name
     suite = args.suite if args.target == "triton" else f"{args.target}:{args.suite}"
+    if device == "cpu" and TARGETS[args.target].emulator is not None and not getattr(args, "emulate", True):
+        suite += " (not emulated)"  # compiled and classified only: other outcomes than the emulated run's
     scope = Scope(suite, digest or scope_digest(device), "matrix" if args.matrix else "first-kill", device)
     return store, scope
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mutants.operators import ALL_OPERATORS
 from mutants.walk import DEVICE, HOST, MODULE_LEVEL, apply_mutation, mutation_points, spliced
-from mutants.target import TRITON_TARGET, Target
+from mutants.target import EMULATOR_PACKAGES, TRITON_TARGET, Target
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,11 +79,11 @@ def operator_mutants(operators=ALL_OPERATORS, sides=(DEVICE, HOST), root: Path =
 
 def source_digest(root: Path = PROJECT_ROOT) -> str:
     """Hash of every file a mutant's outcome depends on besides the mutant itself: the
-    kernel package, the oracle and the suites, every file of theirs (their code and their
+    kernel package, the oracle, the suites and the emulators that run a target's cases, every file of theirs (their code and their
     data, whatever its kind: the curated additions that ``kmut curate --write`` makes, the
     pinned tuning table), but Python's byte-code."""
     digest = hashlib.sha256()
-    for folder in (TRITON_TARGET.package, "oracle", "suites"):
+    for folder in (TRITON_TARGET.package, "oracle", "suites", *EMULATOR_PACKAGES):
         for path in sorted(p for p in (root / folder).rglob("*")
                            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"):
             digest.update(str(path.relative_to(root)).encode())

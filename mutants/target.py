@@ -146,3 +146,5 @@ GFX950_TARGET = Target(
     emulator="flydsl_emulator.op:emulated_op",
 )
 TARGETS = {target.name: target for target in (TRITON_TARGET, GFX950_TARGET)}
+# the packages of the emulators that run a target's cases: part of what every result depends on
+EMULATOR_PACKAGES = tuple(sorted({t.emulator.split(".", 1)[0] for t in TARGETS.values() if t.emulator}))

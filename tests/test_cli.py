@@ -226,21 +226,24 @@ def test_results_are_keyed_apart_by_the_tool_the_versions_and_the_gpu(tmp_path, 
     assert len(seen) == 5
 
 
-def test_every_file_of_the_kernel_the_oracle_and_the_suites_keys_the_results(tmp_path):
+def test_every_file_of_the_kernel_the_oracle_the_suites_and_the_emulator_keys_the_results(tmp_path):
     """Code or data: a case the curated additions gain (what ``kmut curate --write`` writes), a
     pinned default changed, a data file of a kind not used yet. A store keyed apart from them
     would resume a run on results of another suite (a survivor the new case kills)."""
     from mutants.mutant import source_digest
 
     root = tmp_path / "project"
-    for folder in ("kernel", "oracle", "suites"):
+    for folder in ("kernel", "oracle", "suites", "flydsl_emulator"):
         shutil.copytree(PROJECT_ROOT / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     seen = [source_digest(root)]
     edits = [lambda: (root / "suites" / "curated_additions.json").write_text("[]\n"),
              lambda: (root / "suites" / "tuning_defaults.json").write_text(
                  (root / "suites" / "tuning_defaults.json").read_text() + " "),
              lambda: (root / "oracle" / "extremes.csv").write_text("q,1\n"),
-             lambda: (root / "kernel" / "tuning.py").write_text((root / "kernel" / "tuning.py").read_text() + "\n")]
+             lambda: (root / "kernel" / "tuning.py").write_text((root / "kernel" / "tuning.py").read_text() + "\n"),
+             # the emulator that runs the gfx950 target's cases on the CPU judges its mutants
+             lambda: (root / "flydsl_emulator" / "core.py").write_text(
+                 (root / "flydsl_emulator" / "core.py").read_text() + "\n")]
     for edit in edits:
         edit()
         seen.append(source_digest(root))

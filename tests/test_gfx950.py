@@ -238,7 +238,7 @@ def _run(tmp_path, suite: str, only: str, *, emulate: bool = False):
                      "--emulate" if emulate else "--no-emulate"])
     mutants = _catalog()
     store = Store(store_path, read_only=True)
-    scope = Scope(f"gfx950:{suite}", cli.scope_digest("cpu"), "first-kill", "cpu")
+    scope = Scope(f"gfx950:{suite}{'' if emulate else ' (not emulated)'}", cli.scope_digest("cpu"), "first-kill", "cpu")
     return code, store.results(scope, {m.key: m.id for m in mutants.values()}), mutants
 
 
@@ -265,6 +265,10 @@ def test_a_mutant_no_device_here_runs_needs_gfx950_with_the_cases_that_would_run
 
 def test_on_the_emulator_a_mutant_is_killed_by_the_case_that_exposes_it(tmp_path, capsys):
     _needs_compiler()  # classified by their ISA first: code FlyDSL refuses is stillborn, not a kill
+    # the same store first holds a run that did not emulate: its verdicts are not the emulated run's
+    _, compiled_only, _ = _run(tmp_path, "curated", "wrong-head-weight")
+    assert {result.outcome for result in compiled_only.values()} == {NEEDS_GFX950}
+    capsys.readouterr()
     code, results, _ = _run(tmp_path, "curated", "wrong-head-weight,wave-offset", emulate=True)
     assert {result.outcome for result in results.values()} == {KILLED}
     by_id = {case.id: case for case in gfx950_suite("curated")}
