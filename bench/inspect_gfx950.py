@@ -29,7 +29,7 @@ def isa_summary(isa: str) -> dict:
 
 
 def main() -> int:
-    from kernel.flydsl_gfx950 import CompileError, compile_for_gfx950
+    from kernel.gfx950_compile import CompileError, compile_for_gfx950
     from mutants.gfx950 import config_target
     from suites.gfx950_cases import gfx950_suite
 

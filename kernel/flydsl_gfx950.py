@@ -24,18 +24,9 @@ gives lane ``l`` token ``l % 16`` and heads ``4 * (l // 16) + r``, ``r < 4``: re
 weight apply in registers, the head sum runs over the registers, the head tiles, and then
 the four 16-lane groups (two xor shuffles).
 
-Compiling needs no GPU (``compile_for_gfx950`` returns the ISA); running needs a gfx950
-device (``fp8_paged_mqa_logits_gfx950``). Importing this module imports flydsl.
+Compiling needs no GPU (``kernel.gfx950_compile.compile_for_gfx950`` returns the ISA); running
+needs a gfx950 device (``fp8_paged_mqa_logits_gfx950``). Importing this module imports flydsl.
 """
-
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from dataclasses import asdict
-from pathlib import Path
 
 import flydsl.compiler as flyc
 import flydsl.expr as fx
@@ -45,6 +36,7 @@ from flydsl.expr import rocdl
 
 from kernel.gfx950_config import (
     DEFAULT_NUM_WAVES,
+    GFX950,
     DEFAULT_SUBTILES,
     LANE_GROUPS,
     LANE_K_BYTES,
@@ -56,7 +48,6 @@ from kernel.gfx950_config import (
     WAVE_SIZE,
     KernelConfig,
 )
-from kernel.python_path import PROJECT_ROOT, project_first
 from kernel.validation import check_inputs
 
 # -- the MFMA shape: 16 heads x 16 tokens x 128 channels, 64 lanes --
@@ -68,8 +59,6 @@ SCALE_BYTES = 4
 WORD_BYTES = 4  # q and kv are addressed as 32-bit words
 OPERAND_WORDS = LANE_K_BYTES // WORD_BYTES  # one lane's A or B operand: 8 words
 LOAD_WORDS = 4  # 16 bytes, the widest global load
-
-GFX950 = "gfx950"
 
 
 @flyc.kernel
@@ -293,105 +282,6 @@ def launch_paged_mqa_logits(
     ).launch(grid=(batch, num_splits, 1), block=(NUM_WAVES * WAVE_SIZE, 1, 1), stream=stream)
 
 
-# -- compiling without a device --------------------------------------------------------------
-
-class CompileError(RuntimeError):
-    """The FlyDSL compile of a configuration failed (or the compiler process died)."""
-
-
-def rocm_toolkit_root() -> Path | None:
-    """A directory laid out as ``<root>/llvm/bin/ld.lld``, which FlyDSL links gfx950 code
-    objects with: ``$ROCM_PATH`` (or ``/opt/rocm``) when it has one, else a small directory
-    in the user cache that points at the ``ld.lld`` on ``PATH`` (e.g. Debian's lld-19).
-    None when there is none."""
-    for rocm_path in (os.environ.get("ROCM_PATH"), "/opt/rocm"):
-        if rocm_path and (Path(rocm_path) / "llvm" / "bin" / "ld.lld").is_file():
-            return Path(rocm_path)
-    linker = next((found for name in ("ld.lld", "ld.lld-19", "ld.lld-20", "ld.lld-18")
-                   if (found := shutil.which(name))), None)
-    if linker is None:
-        return None
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    root = cache / "paged-mqa" / "rocm-lld"
-    link = root / "llvm" / "bin" / "ld.lld"
-    if not link.is_file() or link.resolve() != Path(linker).resolve():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        staged = link.with_name(f"ld.lld.{os.getpid()}")
-        staged.unlink(missing_ok=True)
-        staged.symlink_to(Path(linker).resolve())
-        staged.replace(link)  # atomic: concurrent compiles never see a half-made link
-    return root
-
-
-def compile_for_gfx950(config: KernelConfig | None = None, *, timeout: float = 120.0, **params) -> str:
-    """Compile one configuration for gfx950 without a device and return its ISA text.
-
-    The configuration is ``config`` or the ``KernelConfig`` fields given as keywords, e.g.
-    ``compile_for_gfx950(heads=64, head_dim=128, kv_block=64, preshuffle=True, next_n=2)``.
-    The compiler runs in a child process: an LLVM abort (an intrinsic the target lacks, a
-    failed selection) kills the process it runs in, and here it becomes a CompileError.
-    """
-    if config is None:
-        config = KernelConfig(**params)
-    elif params:
-        raise TypeError("compile_for_gfx950: give a KernelConfig or its fields as keywords, not both")
-    config.check()
-    toolkit = rocm_toolkit_root()
-    if toolkit is None:
-        raise CompileError("no ld.lld found: install lld (e.g. apt-get install lld-19) or set ROCM_PATH")
-    with tempfile.TemporaryDirectory(prefix="flydsl-gfx950-") as dump_dir:
-        env = dict(
-            os.environ,
-            **compile_only_environment(toolkit),
-            FLYDSL_DUMP_DIR=dump_dir,
-            PYTHONPATH=project_first(),
-        )
-        try:
-            done = subprocess.run(
-                [sys.executable, "-m", "kernel.flydsl_gfx950", json.dumps(asdict(config))],
-                cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise CompileError(f"compiling {config} took over {timeout:.0f} s") from exc
-        if done.returncode != 0:
-            raise CompileError(f"compiling {config} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        return final_isa(Path(dump_dir), config)
-
-
-def compile_only_environment(toolkit: Path) -> dict[str, str]:
-    """What FlyDSL reads to compile for gfx950 without a device and dump each compile's ISA
-    (under ``FLYDSL_DUMP_DIR``, which it reads at every compile). Its kernel cache stays off:
-    a compile that hits it dumps nothing."""
-    return {"COMPILE_ONLY": "1", "ARCH": GFX950, "ROCM_PATH": str(toolkit), "FLYDSL_DUMP_IR": "1",
-            "FLYDSL_RUNTIME_ENABLE_CACHE": "0"}
-
-
-def final_isa(dump_dir: Path, config: KernelConfig) -> str:
-    """The ISA text of the one compile dumped under ``dump_dir``."""
-    isa_files = sorted(dump_dir.glob("*/*final_isa.s"))
-    if len(isa_files) != 1:
-        raise CompileError(f"compiling {config}: expected one final ISA dump, found {len(isa_files)}")
-    return isa_files[0].read_text()
-
-
-def compile_here(config: KernelConfig) -> None:
-    """Trace and compile ``config`` in this process with host placeholder tensors (no device
-    is touched); the environment (``compile_only_environment``) selects compile-only mode,
-    the target and the ISA dump."""
-    batch, max_blocks, max_model_len = 1, 1, 1
-    rows = batch * config.next_n
-    q = torch.zeros(rows * config.heads, config.head_dim // WORD_BYTES, dtype=torch.int32)
-    kv = torch.zeros(max_blocks, config.kv_block * (config.head_dim + SCALE_BYTES) // WORD_BYTES, dtype=torch.int32)
-    weights = torch.zeros(rows, config.heads, dtype=torch.float32)
-    lens = torch.zeros(batch, dtype=torch.int32)
-    block_table = torch.zeros(batch, max_blocks, dtype=torch.int32)
-    out = torch.zeros(rows, max_model_len, dtype=torch.float32)
-    flyc.compile(
-        launch_paged_mqa_logits, q, kv, weights, lens, lens, block_table, out,
-        max_model_len, block_table.stride(0), out.stride(0), 1, batch, *config.constexprs(),
-    )
-
-
 # -- launching on a gfx950 device --------------------------------------------------------------
 
 PROGRAMS_PER_CU = 4
@@ -460,8 +350,3 @@ def _default_splits(dims, device: torch.device, block_n: int) -> int:
     max_tiles = -(-dims.max_blocks * dims.kv_block // block_n)
     wanted = -(-PROGRAMS_PER_CU * cus // dims.batch)
     return max(1, min(wanted, max_tiles))
-
-
-if __name__ == "__main__":
-    # the child process of compile_for_gfx950: argv[1] is the KernelConfig as JSON
-    compile_here(KernelConfig(**json.loads(sys.argv[1])))

@@ -4,6 +4,8 @@ this module needs no flydsl, so suites and tools name configurations on any mach
 
 from dataclasses import dataclass
 
+GFX950 = "gfx950"  # the architecture, as ROCm names it
+
 # -- the MFMA shape: 16 heads x 16 tokens x 128 channels, 64 lanes --
 WAVE_SIZE = 64
 MFMA_ROWS = 16  # heads per MFMA (A side) and tokens per MFMA (B side)

@@ -62,7 +62,7 @@ def config_target(case: Gfx950Case) -> CompileTarget:
 
 
 def _prepare(workdir: str) -> None:
-    from kernel.flydsl_gfx950 import compile_only_environment, rocm_toolkit_root
+    from kernel.gfx950_compile import compile_only_environment, rocm_toolkit_root
 
     toolkit = rocm_toolkit_root()
     if toolkit is None:
@@ -72,13 +72,15 @@ def _prepare(workdir: str) -> None:
 
 def _digest(module, target: CompileTarget, workdir: str, *, probe_lowered: bool = False) -> str:
     """Compile ``module``'s kernel for ``target`` and hash its normalized ISA (FlyDSL has no memo to probe)."""
+    from kernel.gfx950_compile import compile_here, final_isa
+
     dump_dir = Path(tempfile.mkdtemp(prefix="isa-", dir=workdir))
     os.environ["FLYDSL_DUMP_DIR"] = str(dump_dir)
     try:
         config = module.KernelConfig(**dict(target.constexprs))
         config.check()
-        module.compile_here(config)
-        isa = module.final_isa(dump_dir, config)
+        compile_here(config, module)
+        isa = final_isa(dump_dir, config)
     finally:
         shutil.rmtree(dump_dir, ignore_errors=True)
     return hashlib.sha256(normalize_isa(isa).encode()).hexdigest()

@@ -13,12 +13,8 @@ import torch
 
 pytest.importorskip("flydsl", reason="the FlyDSL gfx950 backend needs flydsl (pip install flydsl)")
 
-from kernel.flydsl_gfx950 import (  # noqa: E402
-    KernelConfig,
-    compile_for_gfx950,
-    fp8_paged_mqa_logits_gfx950,
-    rocm_toolkit_root,
-)
+from kernel.flydsl_gfx950 import KernelConfig, fp8_paged_mqa_logits_gfx950  # noqa: E402
+from kernel.gfx950_compile import compile_for_gfx950, rocm_toolkit_root  # noqa: E402
 from bench.inspect_gfx950 import SCALED_MFMA, instructions  # noqa: E402
 from oracle import make_inputs  # noqa: E402
 from suites.gfx950_cases import check_gfx950_case, gfx950_suite  # noqa: E402

@@ -16,7 +16,7 @@ KERNEL = "kernel/flydsl_gfx950.py"
 
 def _needs_compiler():
     pytest.importorskip("flydsl", reason="compiling for gfx950 needs flydsl (pip install flydsl)")
-    from kernel.flydsl_gfx950 import rocm_toolkit_root
+    from kernel.gfx950_compile import rocm_toolkit_root
 
     if rocm_toolkit_root() is None:
         pytest.skip("compiling for gfx950 needs ld.lld (apt-get install lld-19, or ROCm at $ROCM_PATH)")
