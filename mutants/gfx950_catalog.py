@@ -13,6 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from mutants.catalog import Bug, Exposure, _expr, _names, _replace_with, _with_operator
+from mutants.walk import HOST
 from kernel.gfx950_config import LANE_GROUPS
 from suites.gfx950_cases import Gfx950Case
 
@@ -41,8 +42,36 @@ def _ragged_short(case: Gfx950Case) -> bool:
     return case.next_n_lens is not None and min(case.next_n_lens) < case.next_n
 
 
-def _bug(name: str, description: str, exposed_by: Exposure, site, mutate) -> Bug:
-    return Bug(name=name, description=description, exposed_by=exposed_by, site=site, mutate=mutate, path=FLYDSL)
+def _bug(name: str, description: str, exposed_by: Exposure, site, mutate, side: str | None = None) -> Bug:
+    sided = {"side": side} if side else {}
+    return Bug(name=name, description=description, exposed_by=exposed_by, site=site, mutate=mutate, path=FLYDSL,
+               **sided)
+
+
+# the preshuffled layout's token offset: (16-token group) * 16 * D + (row in the group) * 16, in words
+_PRESHUFFLE_TOKEN_WORDS = m.Assign(targets=[m.AssignTarget(m.Name("token_words"))],
+                                   value=_names("slot", "PRESHUFFLE_TILE", "HEAD_DIM"))
+
+
+def _scale_folded_into_weights(loop: cst.For) -> cst.For:
+    """The token's scale multiplied into each head weight, and no longer into the head sum."""
+
+    class Fold(cst.CSTTransformer):
+        def leave_Assign(self, original, updated):
+            target = updated.targets[0].target
+            if isinstance(target, cst.Name) and target.value == "w":
+                return updated.with_changes(value=cst.BinaryOperation(
+                    updated.value, cst.Multiply(), _expr("sub_scales[sub]")))
+            return updated
+
+        def leave_SimpleStatementLine(self, original, updated):
+            if m.matches(updated, m.SimpleStatementLine(body=[m.Assign(
+                    targets=[m.AssignTarget(m.Name("logit"))],
+                    value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))])):
+                return cst.RemoveFromParent()
+            return updated
+
+    return loop.visit(Fold())
 
 
 def _binary(left, operator, right) -> m.BinaryOperation:
@@ -155,4 +184,50 @@ GFX950_CATALOG: tuple[Bug, ...] = (
               body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Expr(value=m.Call(
                   args=[m.Arg(m.Name("logit")), m.ZeroOrMore()]))])])),
          lambda node: node.with_changes(test=node.test.left)),
+    _bug("table-width-as-row-stride",
+         "the launch passes the block table's width as its row stride (\"the table is [B, max_blocks]\"):"
+         " right for a table of its own, rows read at the wrong place in a column slice of a wider one",
+         Exposure("a block table sliced from a wider one (its row stride is not its width)",
+                  _gfx950(lambda c: c.table_margin > 0)),
+         m.Call(func=m.Attribute(value=m.Name("block_table"), attr=m.Name("stride"))),
+         _replace_with("dims.max_blocks"), side=HOST),
+    _bug("preshuffle-channels-of-the-first-k-step",
+         "in the preshuffled layout every 128-channel K step reads the channels of the first: right while"
+         " D is one K step (128 or less)",
+         Exposure("preshuffle with D past one MFMA K step (128)",
+                  _gfx950(lambda c: c.preshuffle and c.head_dim > 128)),
+         m.Assign(targets=[m.AssignTarget(m.Name("channel_words"))],
+                  value=_binary(m.Subscript(value=m.Name("lane_k_words")), m.Multiply(), m.Name("PRESHUFFLE_TILE"))),
+         lambda node: node.with_changes(value=_expr("lane_k_words[0] * PRESHUFFLE_TILE"))),
+    _bug("preshuffle-group-base-as-a-mask",
+         "the preshuffled token's 16-token group taken as slot & 0x30 (\"blocks are 64 tokens\"): right up to"
+         " 64-token blocks, the groups past the fourth folded onto the first four",
+         Exposure("preshuffle with blocks past 64 tokens", _gfx950(lambda c: c.preshuffle and c.kv_block > 64)),
+         _PRESHUFFLE_TOKEN_WORDS,
+         lambda node: node.with_changes(value=_expr(
+             "((slot & 0x30) * HEAD_DIM + (slot & 0xF) * PRESHUFFLE_TILE) // WORD_BYTES"))),
+    _bug("preshuffle-group-stride-in-mfma-k",
+         "the preshuffled token's 16-token group strided by the MFMA's 128 channels, not the head dim:"
+         " right at D = 128 only",
+         Exposure("preshuffle with D other than 128", _gfx950(lambda c: c.preshuffle and c.head_dim != 128)),
+         _PRESHUFFLE_TOKEN_WORDS,
+         lambda node: node.with_changes(value=_expr(
+             "((slot // PRESHUFFLE_TILE) * PRESHUFFLE_TILE * MFMA_K + (slot % PRESHUFFLE_TILE) * PRESHUFFLE_TILE)"
+             " // WORD_BYTES"))),
+    _bug("kv-scale-folded-into-head-weights",
+         "the token's scale multiplied into each head weight before the head sum, not into the sum (\"one"
+         " multiply per head, the same value\"): the same in exact arithmetic, but a large scale times a"
+         " large weight overflows float32 where the sum times the scale does not",
+         Exposure("data whose weights and scales are each near float32's range (product-heavy)",
+                  _gfx950(lambda c: c.values == "product-heavy")),
+         m.For(target=m.Name("m"), body=m.IndentedBlock(body=[m.ZeroOrMore(), m.SimpleStatementLine(body=[
+             m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
+                      value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))]), m.ZeroOrMore()])),
+         _scale_folded_into_weights),
+    _bug("rows-past-eight-stored-by-no-lane-group",
+         "row m stored by lane group m - 4 past the fourth row (\"next_n is at most 8\"): from the ninth row on"
+         " no lane group stores it",
+         Exposure("next_n past eight rows (two per lane group)", _gfx950(lambda c: c.next_n > 2 * LANE_GROUPS)),
+         _binary(m.Name("m"), m.Modulo(), m.Name("LANE_GROUPS")),
+         lambda node: _expr("(m if m < LANE_GROUPS else m - LANE_GROUPS)")),
 )

@@ -136,9 +136,9 @@ TRITON_TARGET = Target(
 GFX950_TARGET = Target(
     package="kernel",
     op="kernel.flydsl_gfx950:fp8_paged_mqa_logits_gfx950",
-    # the kernel's body (`@flyc.kernel`); its launcher (`@flyc.jit`) and host code are not
-    # mutated: their mutants could only wait for a gfx950 device, unclassified
-    files=(TargetFile("kernel/flydsl_gfx950.py", (DEVICE_CODE,)),),
+    # the kernel's body (`@flyc.kernel`), and its launch (`@flyc.jit`), host function, default
+    # split count and module constants: the emulator runs them on the CPU, a gfx950 device there
+    files=(TargetFile("kernel/flydsl_gfx950.py", (DEVICE_CODE, _HOST_WITH_CONSTANTS)),),
     name="gfx950",
     cases_of="suites.gfx950_cases:gfx950_suite",
     compile_space_of="mutants.gfx950:Gfx950Space",

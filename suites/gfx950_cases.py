@@ -24,22 +24,37 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
-from kernel.gfx950_config import LANE_GROUPS, KernelConfig
+from kernel.gfx950_config import DEFAULT_NUM_WAVES, DEFAULT_SUBTILES, LANE_GROUPS, KernelConfig
 from oracle import compare_logits, make_inputs, reference_logits
 from oracle.refusal import Refusal
 
-RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len")
+RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len", "table_margin", "values", "default_knobs", "bad_num_splits")
+# split counts the launcher must refuse, naming num_splits, before anything is written
+BAD_NUM_SPLITS = (0, -1, True, 2.0)
 
 
 @dataclass(frozen=True)
 class Gfx950Case(KernelConfig):
     """The configuration's fields (``has_next_n_lens``: next_n_lens given, some sequences with
     fewer live rows), then the call's (``ends_at_max_len``: ``max_model_len`` is the longest
-    context, which ends inside its last tile)."""
+    context, which ends inside its last tile; ``table_margin``: the block table a column slice
+    of one that many columns wider on each side, its row stride not its width; ``values``: the
+    data's pattern, ``oracle.inputs.VALUES``; ``default_knobs``: the launcher picks the tile
+    shape and split count itself, the compile-time knobs those defaults; ``bad_num_splits``: the call
+    passes this split count, which the launcher must refuse)."""
 
     batch: int = 2
     splits: int = 1
     ends_at_max_len: bool = False
+    table_margin: int = 0
+    values: str = "random"
+    default_knobs: bool = False
+    bad_num_splits: object = None
+
+    def __post_init__(self):
+        if self.default_knobs and (self.num_waves, self.subtiles, self.splits) != (DEFAULT_NUM_WAVES,
+                                                                                    DEFAULT_SUBTILES, 1):
+            raise ValueError("a case with default knobs names no tile shape or split count")
 
     @property
     def context_lens(self) -> list[int]:
@@ -64,8 +79,16 @@ class Gfx950Case(KernelConfig):
         layout = "preshuffle" if self.preshuffle else "flat"
         lens = "-nnl_ragged" if self.has_next_n_lens else ""
         row_end = "-mml_ctx" if self.ends_at_max_len else ""
+        extras = (f"-slice{self.table_margin}" if self.table_margin else "") + \
+            (f"-{self.values}" if self.values != "random" else "")
+        knobs = "-default_knobs" if self.default_knobs else \
+            f"-waves{self.num_waves}-sub{self.subtiles}-b{self.batch}-split{self.splits}"
+        if self.default_knobs:
+            knobs += f"-b{self.batch}"
+        if self.bad_num_splits is not None:
+            extras += f"-refuses_num_splits_{self.bad_num_splits!r}"
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
-                f"-waves{self.num_waves}-sub{self.subtiles}-b{self.batch}-split{self.splits}{row_end}")
+                f"{knobs}{row_end}{extras}")
 
     def config(self) -> KernelConfig:
         """The kernel's compile-time parameters."""
@@ -76,7 +99,9 @@ class Gfx950Case(KernelConfig):
         return tuple(getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS)
 
     def tuning(self) -> dict:
-        """The launcher's keywords for this case's tile shape and split count."""
+        """The launcher's keywords for this case's tile shape and split count (none: its defaults)."""
+        if self.default_knobs:
+            return {}
         return {"num_waves": self.num_waves, "subtiles": self.subtiles, "num_splits": self.splits}
 
     def inputs(self, device="cpu"):
@@ -84,7 +109,7 @@ class Gfx950Case(KernelConfig):
         return make_inputs(batch=self.batch, next_n=self.next_n, heads=self.heads, head_dim=self.head_dim,
                            kv_block=self.kv_block, preshuffle=self.preshuffle, context_lens=self.context_lens,
                            max_model_len=self.max_model_len, next_n_lens=self.next_n_lens, seed=seed,
-                           device=device)
+                           table_slice_margin=self.table_margin, values=self.values, device=device)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -95,14 +120,18 @@ BASE = Gfx950Case()
 AXES = {
     "heads": (64, 32),
     "head_dim": (128, 64, 256),
-    "kv_block": (64, 1, 5, 16),
-    # one lane group stores each row: past four rows a group stores a second one
-    "next_n": (1, 2, 3, LANE_GROUPS + 1),
+    "kv_block": (64, 1, 5, 16, 128),
+    # one lane group stores each row: past four rows a group stores a second one, past eight a
+    # third (the contract's eight rows are not the kernel's limit)
+    "next_n": (1, 2, 3, LANE_GROUPS + 1, 2 * LANE_GROUPS + 1),
     "num_waves": (4, 1, 2, 8),
     "subtiles": (2, 1, 4),
     "has_next_n_lens": (False, True),
 }
-LAYOUTS = ((64, False), (16, False), (1, False), (64, True), (16, True))
+LAYOUTS = ((64, False), (16, False), (1, False), (64, True), (16, True), (128, True))
+# data patterns whose values the head sum, the scale or the weights must not reorder or round:
+# each off the base case
+VALUE_PATTERNS = ("product-heavy", "scale-heavy", "weight-heavy", "subnormal", "query-full-range")
 
 
 def _one_axis_off_base() -> list[Gfx950Case]:
@@ -118,7 +147,10 @@ def _one_axis_off_base() -> list[Gfx950Case]:
 
 def curated() -> list[Gfx950Case]:
     cases = _one_axis_off_base()
-    cases += [Gfx950Case(preshuffle=True), Gfx950Case(kv_block=16, preshuffle=True, next_n=2)]
+    # preshuffle at every block size and head dim its sub-tile arithmetic covers
+    cases += [Gfx950Case(preshuffle=True), Gfx950Case(kv_block=16, preshuffle=True, next_n=2),
+              Gfx950Case(kv_block=128, preshuffle=True), Gfx950Case(head_dim=256, preshuffle=True),
+              Gfx950Case(head_dim=64, preshuffle=True)]
     # tile shapes where waves and sub-tiles both vary: a wave's offset is wave * sub-tiles
     cases += [Gfx950Case(num_waves=w, subtiles=s) for w, s in ((2, 1), (2, 4), (8, 1))]
     # splits leaving a partial share, with one wave and with several
@@ -127,6 +159,12 @@ def curated() -> list[Gfx950Case]:
     # runs into the next row (next_n 2) or past the output
     cases += [Gfx950Case(next_n=2, ends_at_max_len=True), Gfx950Case(num_waves=1, ends_at_max_len=True),
               Gfx950Case(next_n=LANE_GROUPS + 1, has_next_n_lens=True, batch=3, splits=2, ends_at_max_len=True)]
+    # a block table sliced from a wider one: its row stride is not its width
+    cases += [Gfx950Case(table_margin=2, batch=3), Gfx950Case(table_margin=2, kv_block=16, preshuffle=True)]
+    cases += [Gfx950Case(values=values) for values in VALUE_PATTERNS]
+    # the launcher's own tile shape and split count, as callers get them
+    cases += [Gfx950Case(default_knobs=True), Gfx950Case(default_knobs=True, batch=3, ends_at_max_len=True)]
+    cases += [Gfx950Case(bad_num_splits=bad) for bad in BAD_NUM_SPLITS]
     return list(dict.fromkeys(cases))
 
 
@@ -138,8 +176,11 @@ def exhaustive() -> list[Gfx950Case]:
               for h, d, nn, ragged, pre in itertools.product(AXES["heads"], (64, 128), (1, 2), (False, True),
                                                              (False, True))
               if not (ragged and nn == 1)]
-    cases += [Gfx950Case(next_n=LANE_GROUPS + 1, has_next_n_lens=ragged, preshuffle=pre)
-              for ragged, pre in itertools.product((False, True), (False, True))]
+    cases += [Gfx950Case(next_n=nn, has_next_n_lens=ragged, preshuffle=pre)
+              for nn, ragged, pre in itertools.product(AXES["next_n"][3:], (False, True), (False, True))]
+    cases += [Gfx950Case(values=values, preshuffle=pre, next_n=2)
+              for values, pre in itertools.product(VALUE_PATTERNS, (False, True))]
+    cases += [Gfx950Case(table_margin=2, kv_block=kvb, preshuffle=pre, batch=4) for kvb, pre in LAYOUTS]
     return list(dict.fromkeys(cases + curated()))
 
 
@@ -151,10 +192,21 @@ def gfx950_suite(name: str) -> list[Gfx950Case]:
     return SUITES[name]()
 
 
+def gfx950_suite_for(name: str) -> str:
+    """The gfx950 suite a run of the op's suite ``name`` runs: the same name, or curated where
+    the gfx950 kernel has none of that name (sample)."""
+    return name if name in SUITES else "curated"
+
+
 def check_gfx950_case(case: Gfx950Case, op, device) -> None:
     """Raise AssertionError unless ``op`` matches the oracle on ``case``, twice bitwise, into a
-    fresh output and a caller's strided one whose guard columns stay untouched."""
+    fresh output and a caller's strided one whose guard columns stay untouched; for a case of a
+    split count to refuse, unless ``op`` raises a ValueError naming ``num_splits`` and leaves a
+    caller's out as it was."""
     inputs = case.inputs()
+    if case.bad_num_splits is not None:
+        _check_refused_splits(case, inputs.to(device), op, device)
+        return
     expected, magnitude = reference_logits(inputs)
     on_device = inputs.to(device)
     got = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
@@ -166,3 +218,17 @@ def check_gfx950_case(case: Gfx950Case, op, device) -> None:
         raise Refusal("a caller's strided out differs from a fresh output")
     if not guarded[:, columns:].isnan().all():
         raise Refusal("the op wrote past max_model_len into a caller's out")
+
+
+def _check_refused_splits(case: Gfx950Case, on_device, op, device) -> None:
+    out = torch.full((case.batch * case.next_n, case.max_model_len), float("nan"), device=device)
+    try:
+        op(*on_device.op_args(), **on_device.op_kwargs(), num_waves=case.num_waves, subtiles=case.subtiles,
+           num_splits=case.bad_num_splits, out=out)
+    except ValueError as error:
+        if not str(error).startswith("num_splits"):
+            raise Refusal(f"num_splits={case.bad_num_splits!r} refused without naming num_splits: {error}") from None
+    else:
+        raise Refusal(f"num_splits={case.bad_num_splits!r} was accepted")
+    if not out.isnan().all():
+        raise Refusal(f"num_splits={case.bad_num_splits!r}: refused after writing into the caller's out")

@@ -70,10 +70,11 @@ def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_in
             assert case.max_model_len == max(case.context_lens) and case.max_model_len % case.block_n
 
 
-def test_catalog_pins_one_site_each_in_the_kernel_body():
+def test_catalog_pins_one_site_each_in_the_kernel_body_and_its_launch():
     mutants = _catalog()
-    assert len(mutants) == 17
-    assert all(m.path == KERNEL and m.side == "device" for m in mutants.values())
+    assert len(mutants) == 23
+    assert all(m.path == KERNEL for m in mutants.values())
+    assert [m.id for m in mutants.values() if m.side != "device"] == ["table-width-as-row-stride"]
     assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
 
 
@@ -104,6 +105,32 @@ def test_the_gfx950_check_passes_the_right_answer_and_fails_a_wrong_cell():
     check_gfx950_case(case, _reference_op(wrong=False), "cpu")
     with pytest.raises(AssertionError):
         check_gfx950_case(case, _reference_op(wrong=True), "cpu")
+
+
+def _refusing(how: str):
+    """The right op, but for how it takes a split count that is not a positive int."""
+    right = _reference_op(wrong=False)
+
+    def op(*args, out=None, num_splits, **keywords):
+        bad = isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1
+        if bad and how == "names-it":
+            raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
+        if bad and how == "names-nothing":
+            raise ValueError("bad tuning")
+        if bad and how == "after-writing" and out is not None:
+            out.fill_(0.0)
+            raise ValueError(f"num_splits: expected a positive int, got {num_splits!r}")
+        return right(*args, out=out, num_splits=max(1, int(num_splits)), **keywords)
+
+    return op
+
+
+@pytest.mark.parametrize("how", ["accepts", "names-nothing", "after-writing"])
+def test_the_gfx950_check_fails_a_launcher_that_takes_a_bad_split_count_or_refuses_it_badly(how):
+    case = Gfx950Case(bad_num_splits=0)
+    check_gfx950_case(case, _refusing("names-it"), "cpu")
+    with pytest.raises(AssertionError):
+        check_gfx950_case(case, _refusing(how), "cpu")
 
 
 def _into_the_callers_out(write):
