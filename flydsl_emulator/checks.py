@@ -140,13 +140,132 @@ def check_int_semantics():
         raise AssertionError("lane-varying range bound not caught")
 
 
-def print_checks() -> None:
-    """Run every check and print one JSON line each: its name and, where it failed, why."""
+def check_integer_widths():
+    """i32 values (ids, Int32 casts and arguments, their arithmetic with Python ints that fit)
+    compute in 32 bits and wrap; an i64 operand, or a constant past 32 bits, makes the op i64."""
+    from flydsl_emulator.transform import divergent_function
+
+    program(4)
+    t = fx.thread_idx.x
+    assert t.a.dtype == np.int32 and fx.block_idx.x.a.dtype == np.int32
+    x = t + 46341  # 46341^2 > 2^31
+    assert x.a.dtype == np.int32
+    assert list((x * x).a) == [wrap(v * v) for v in range(46341, 46345)]
+    assert list((fx.Int64(x) * x).a) == [v * v for v in range(46341, 46345)]
+    assert (fx.Int64(x) * x).a.dtype == np.int64
+    assert (x * 65536).a.dtype == np.int32 and (x * 2**32).a.dtype == np.int64  # the constant's own type
+    assert list(fx.Int32(fx.Int64(x) * x).a) == list((x * x).a)  # trunci
+    assert list((-fx.Int32(-2**31)).a) == [-2**31] * 4 and list((fx.Int32(2**31 - 1) + 1).a) == [-2**31] * 4
+    assert list(fx.Int64(fx.Int32(-5)).a) == [-5] * 4  # sign-extended
+    assert list(fx.Int32(2**32 + 7).a) == [7] * 4
+    # comparisons, select, min/max in the common type
+    assert list((x * x < 0).a) == [True] * 4
+    s = (t < 2).select(x, -1)
+    assert s.a.dtype == np.int32 and list(s.a) == [46341, 46342, -1, -1]
+    assert (t < 2).select(fx.Int64(x), -1).a.dtype == np.int64
+    assert fx.min(x, fx.Int64(t)).a.dtype == np.int64 and list(fx.max(t, 2).a) == [2, 2, 2, 3]
+    f = (t < 2).select(fx.Float32(1.5), float("-inf"))
+    assert f.a.dtype == np.float32 and list(f.a) == [1.5, 1.5, -np.inf, -np.inf]
+    assert (t * 0.5).a.dtype == np.float32 and (t / 2).a.dtype == np.float32
+    assert ((t < 2) & (t > 0)).a.dtype == np.bool_ and ((t < 2) + 1).a.dtype == np.int32
+    for bad in (lambda: fx.Int64(t) * 0.5, lambda: t & 1.0):
+        try:
+            bad()
+        except EmuError:
+            pass
+        else:
+            raise AssertionError("an op FlyDSL refuses or types f64 passed")
+    # addressing: a wrapped offset stays wrapped (out of bounds), an Int64 one is exact
+    buf = core.Buffer("kv", torch.zeros(16, dtype=torch.int32))
+    ptr = core.Ptr(buf, 0, np.int32)
+    assert list(fx.ptr_load(ptr + (fx.Int32(65536) * 65536 + t)).a) == [0] * 4  # 2^32 wraps to 0
+    try:
+        fx.ptr_load(ptr + (fx.Int64(65536) * 65536 + t))
+    except EmuMemoryError:
+        pass
+    else:
+        raise AssertionError("an i64 offset past the tensor read")
+    try:
+        fx.ptr_load(ptr + (fx.Int32(46341) * 46341))
+    except EmuMemoryError as exc:
+        assert "element -2147479015" in str(exc), exc
+    else:
+        raise AssertionError("a wrapped negative offset read")
+    # the induction variable of a dynamic range is i32; an i64 bound is refused
+    def body(n: fx.Int32):
+        acc = fx.Int32(0)
+        for i in range(n, n + 2):
+            acc = acc + i * 2**30
+        return acc
+
+    f = divergent_function(body, fake_flydsl.HELPERS)
+    assert list(f(fx.Int32(1)).a) == [wrap(2**30 + 2 * 2**30)] * 4
+
+    def body64(n: fx.Int64):
+        for i in range(n):
+            pass
+
+    try:
+        divergent_function(body64, fake_flydsl.HELPERS)(fx.Int64(2))
+    except EmuError as exc:
+        assert "i32" in str(exc)
+    else:
+        raise AssertionError("an i64 loop bound passed")
+
+
+def wrap(v):
+    return core.wrap_int(v, 32)
+
+
+def print_checks(*names) -> None:
+    """Run every check (or those named) and print one JSON line each: its name and, where it
+    failed, why."""
     for name, check in list(globals().items()):
-        if name.startswith("check_"):
+        if name.startswith("check_") and (not names or name in names):
             try:
                 check()
             except Exception:  # noqa: BLE001  (any failure is the finding)
                 print(json.dumps({"check": name, "error": traceback.format_exc(limit=3)}), flush=True)
             else:
                 print(json.dumps({"check": name, "error": None}), flush=True)
+
+
+# -- a case whose key pool is past 8 GiB --------------------------------------------------------
+
+# blocks of 64 tokens of 64 channels: 1088 words a block, so a block's word offset passes 2^31 at
+# block 1,973,791 and a 9 GiB pool's upper blocks need 64-bit offsets
+POOL_CASE = dict(batch=2, next_n=1, heads=32, head_dim=64, kv_block=64, preshuffle=False, context_lens=[200, 70],
+                 max_model_len=272, next_n_lens=None, seed=0)
+POOL_TUNING = dict(num_waves=1, subtiles=1, num_splits=1)
+
+
+def print_pool_case(kernel_files, pool_bytes=9 << 30) -> None:
+    """Run ``POOL_CASE`` with a key pool of ``pool_bytes`` on the emulated kernel of each file and
+    print one JSON line each: its error (None where it matched the oracle), seconds, and the
+    process's peak RSS. The pool is ``torch.empty``: only the blocks the sequences use are
+    written, so the pool costs the pages of those blocks alone."""
+    import resource
+    import time
+
+    from flydsl_emulator.op import load_kernel_module, make_emulated_op
+    from oracle import compare_logits, make_inputs, reference_logits
+
+    def rss_mib():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+    before = rss_mib()
+    inputs = make_inputs(**POOL_CASE, min_pool_bytes=pool_bytes)
+    expected, magnitude = reference_logits(inputs)
+    for i, path in enumerate(kernel_files):
+        op = make_emulated_op(load_kernel_module(path, name=f"kernel.flydsl_gfx950_pool{i}"))
+        start = time.perf_counter()
+        try:
+            got = op(*inputs.op_args(), **inputs.op_kwargs(), **POOL_TUNING)
+            compare_logits(got, expected, magnitude)
+        except Exception as error:  # noqa: BLE001  (any failure is the finding)
+            message = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        else:
+            message = None
+        print(json.dumps({"kernel": str(path), "error": message, "seconds": round(time.perf_counter() - start, 3),
+                          "pool_bytes": inputs.kv_cache.numel(), "rss_before_inputs_mib": before,
+                          "max_rss_mib": rss_mib()}), flush=True)

@@ -2,8 +2,19 @@
 checker over real tensor storage, and the launch loop over programs.
 
 A runtime value (``Val``) is a numpy array over every lane of the program: shape ``(L,)`` for a
-scalar, ``(L, n)`` for a vector, ``L = block threads``. Ints are kept as int64 (``fx.Int32``
-casts wrap to 32 bits), floats as float32, conditions as bool.
+scalar, ``(L, n)`` for a vector, ``L = block threads``. Its dtype is its FlyDSL type: int32 for
+an ``i32`` (block and thread ids, ``fx.Int32`` arguments and casts, loads of Int32 data), int64
+for an ``i64`` (``fx.Int64``), float32 for an ``f32``, bool for an ``i1`` condition.
+
+Integer widths follow FlyDSL's typing (``flydsl/expr/numeric.py``): a Python int constant is an
+``i32`` where it fits in 32 bits and an ``i64`` otherwise (``Numeric.from_python_value``), a
+Python float an ``f32``; a binary op takes the wider of its operands' types (``i32 op i64`` is
+``i64``, the ``i32`` sign-extended; ``_resolve_numeric_type``), an ``i1`` widening to ``i32`` in
+arithmetic; an int with a float is the float (``i32`` with ``f32`` converts the int); ``/`` of
+ints is ``f32``. So ``i32 * i32`` is computed in 32 bits and wraps (two's complement), as the
+hardware does. A pointer's offset is exact: pointer arithmetic is 64-bit (a GEP sign-extends
+its index), so every ``ptr + offset`` adds the offset's value, wrapped or not, and the byte
+address is bounds-checked.
 """
 
 from __future__ import annotations
@@ -47,13 +58,67 @@ def _raw(x):
 
 
 def _norm(a):
+    """A value's array; floats are f32 (the emulator models no f64), ints keep their width."""
     a = np.asarray(a)
-    k = a.dtype.kind
-    if k == "f" and a.dtype != np.float32:
+    if a.dtype.kind == "f" and a.dtype != np.float32:
         return a.astype(np.float32)
-    if k in "iu" and a.dtype != np.int64:
-        return a.astype(np.int64)
     return a
+
+
+I32_MIN, I32_MAX = -2**31, 2**31 - 1
+
+
+def wrap_int(value, bits):
+    """A Python int reduced to a signed ``bits``-bit int, as a C cast (FlyDSL's ``_wrap_int``)."""
+    value = int(value) & ((1 << bits) - 1)
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def _const(x):
+    """A Python scalar as FlyDSL types it (``Numeric.from_python_value``): bool ``i1``, int ``i32``
+    where it fits else ``i64``, float ``f32``. Arrays and numpy scalars keep their dtype."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x
+    if isinstance(x, bool):
+        return np.bool_(x)
+    if isinstance(x, int):
+        return np.int32(x) if I32_MIN <= x <= I32_MAX else np.int64(wrap_int(x, 64))
+    if isinstance(x, float):
+        return np.float32(x)
+    raise EmuError(f"{STATE.program()}: a {type(x).__name__} used as a runtime value")
+
+
+_ARITH, _INT_ONLY, _CMP, _DIV, _SELECT = "arith", "int", "cmp", "div", "select"
+
+
+def _to_float(x, why):
+    """An int operand meeting an f32 (sitofp); FlyDSL makes an i64 with an f32 an f64."""
+    if x.dtype.kind == "f":
+        return x
+    if x.dtype.itemsize > 4:
+        raise EmuError(f"{STATE.program()}: {why} with a {x.dtype} operand is f64 in FlyDSL"
+                       " (the emulator models f32 only): cast explicitly")
+    return x.astype(np.float32)
+
+
+def _operands(x, y, kind=_ARITH, name="op"):
+    """The raw operands of a binary op, converted to their common FlyDSL type (a per-lane scalar
+    broadcast against a vector along its element axis)."""
+    a, b = _pair(x, y)
+    a, b = _const(a), _const(b)
+    if kind in (_ARITH, _DIV):  # FlyDSL widens an i1 to i32 in arithmetic
+        a = a.astype(np.int32) if a.dtype == np.bool_ else a
+        b = b.astype(np.int32) if b.dtype == np.bool_ else b
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        if kind == _INT_ONLY:
+            raise EmuError(f"{STATE.program()}: {name} needs integer operands, got {a.dtype} and {b.dtype}")
+        return _to_float(a, name), _to_float(b, name)
+    if kind == _DIV:  # int / int: both converted to f32 (f64 for i64), then divided
+        return _to_float(a, "integer true division"), _to_float(b, "integer true division")
+    if a.dtype != b.dtype:
+        dt = np.result_type(a.dtype, b.dtype)  # i1 < i32 < i64: the wider one, sign-extended
+        a, b = a.astype(dt), b.astype(dt)
+    return a, b
 
 
 def _pair(x, y):
@@ -90,13 +155,13 @@ def _mod(a, b):
     return np.fmod(a, b)
 
 
-def _binop(fn, name):
+def _binop(fn, name, kind=_ARITH):
     def op(self, other):
-        a, b = _pair(self, other)
+        a, b = _operands(self, other, kind, name)
         return Val(fn(a, b))
 
     def rop(self, other):
-        a, b = _pair(self, other)
+        a, b = _operands(self, other, kind, name)
         return Val(fn(b, a))
 
     op.__name__, rop.__name__ = f"__{name}__", f"__r{name}__"
@@ -116,37 +181,37 @@ class Val:
     __add__, __radd__ = _binop(np.add, "add")
     __sub__, __rsub__ = _binop(np.subtract, "sub")
     __mul__, __rmul__ = _binop(np.multiply, "mul")
-    __truediv__, __rtruediv__ = _binop(np.true_divide, "truediv")
+    __truediv__, __rtruediv__ = _binop(np.true_divide, "truediv", _DIV)
     __floordiv__, __rfloordiv__ = _binop(_floordiv, "floordiv")
     __mod__, __rmod__ = _binop(_mod, "mod")
-    __and__, __rand__ = _binop(np.bitwise_and, "and")
-    __or__, __ror__ = _binop(np.bitwise_or, "or")
-    __xor__, __rxor__ = _binop(np.bitwise_xor, "xor")
-    __lshift__, __rlshift__ = _binop(np.left_shift, "lshift")
-    __rshift__, __rrshift__ = _binop(np.right_shift, "rshift")
+    __and__, __rand__ = _binop(np.bitwise_and, "and", _INT_ONLY)
+    __or__, __ror__ = _binop(np.bitwise_or, "or", _INT_ONLY)
+    __xor__, __rxor__ = _binop(np.bitwise_xor, "xor", _INT_ONLY)
+    __lshift__, __rlshift__ = _binop(np.left_shift, "lshift", _INT_ONLY)
+    __rshift__, __rrshift__ = _binop(np.right_shift, "rshift", _INT_ONLY)
 
     def __lt__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a < b)
 
     def __le__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a <= b)
 
     def __gt__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a > b)
 
     def __ge__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a >= b)
 
     def __eq__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a == b)
 
     def __ne__(self, o):
-        a, b = _pair(self, o)
+        a, b = _operands(self, o, _CMP)
         return Val(a != b)
 
     __hash__ = None
@@ -195,14 +260,10 @@ class Val:
         return Val(both[:, list(indices)])
 
     def select(self, a, b):
-        """``cond.select(a, b)``: a where the lane's condition holds, else b."""
+        """``cond.select(a, b)``: a where the lane's condition holds, else b, both in their
+        common type (FlyDSL's ``Numeric.select``)."""
         c = self.a.astype(bool)
-        x, y = _raw(a), _raw(b)
-        kinds = [v.dtype for v in (x, y) if isinstance(v, np.ndarray)]
-        if kinds:
-            dt = kinds[0]
-            x = np.asarray(x, dtype=dt) if not isinstance(x, np.ndarray) else x
-            y = np.asarray(y, dtype=dt) if not isinstance(y, np.ndarray) else y
+        x, y = _operands(a, b, _SELECT, "select")
         nd = max(np.ndim(x), np.ndim(y))
         if nd == 2:
             c = c[:, None]
@@ -217,15 +278,32 @@ def full(value, dtype):
 
 
 def as_val(x, dtype=None):
+    """``x`` as a runtime value: a Python scalar typed as FlyDSL types it, or as ``dtype``."""
     if isinstance(x, Val):
         return x
     if dtype is None:
-        dtype = np.float32 if isinstance(x, float) else np.int64
+        c = _const(x)
+        return full(c, c.dtype)
     return full(x, dtype)
 
 
 def wrap32(a):
-    return a.astype(np.int64).astype(np.int32).astype(np.int64)
+    """An int array truncated to i32 (two's complement), as ``arith.trunci`` does."""
+    return np.asarray(a).astype(np.int32)
+
+
+def loop_range(*bounds):
+    """A ``for`` over ``range(...)`` in the kernel body: FlyDSL makes it an ``scf.for`` whose
+    bounds must be i32 (an i64 bound is a TypeError there) and whose induction variable is an
+    i32 runtime value. The bounds must be the same on every lane."""
+    ints = []
+    for bound in bounds:
+        c = bound.a if isinstance(bound, Val) else _const(bound)
+        if c.dtype != np.int32:
+            raise EmuError(f"{STATE.program()}: a for-loop bound must be i32, got {c.dtype}")
+        ints.append(int(bound.uniform("range bound")) if isinstance(bound, Val) else int(bound))
+    for i in range(*ints):
+        yield full(i, np.int32)
 
 
 # -- divergent control flow (the AST transform calls these) ----------------------------------
@@ -270,6 +348,9 @@ def merge(new, old):
     if isinstance(new, Val) or isinstance(old, Val):
         if isinstance(new, Val) and isinstance(old, Val) and new.a.shape != old.a.shape:
             raise EmuError(f"{STATE.program()}: divergent assignment changes a value's shape")
+        if isinstance(new, Val) and isinstance(old, Val) and new.a.dtype != old.a.dtype:
+            raise EmuError(f"{STATE.program()}: divergent assignment changes a value's type"
+                           f" ({old.a.dtype} -> {new.a.dtype})")
         dt = (new if isinstance(new, Val) else old).a.dtype
         n, o = as_val(new, dt).a, as_val(old, dt).a
         m = STATE.mask if n.ndim == 1 else STATE.mask[:, None]
@@ -327,8 +408,22 @@ class Buffer:
 NP_OF = {"i32": np.int32, "f32": np.float32, "i64": np.int64}
 
 
+def _offset64(x):
+    """A pointer offset, sign-extended to 64 bits as a GEP index is: its value, exactly."""
+    if isinstance(x, Ptr):
+        raise EmuError("adding two pointers")
+    if isinstance(x, Val):
+        if x.a.dtype.kind not in "iu":
+            raise EmuError("a pointer offset must be an integer")
+        return Val(x.a.astype(np.int64))
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    raise EmuError(f"a pointer offset must be an integer, got {type(x).__name__}")
+
+
 class Ptr:
-    """A pointer into a buffer: an element offset (int or per-lane Val) in units of ``dtype``."""
+    """A pointer into a buffer: an element offset (int or per-lane int64 Val) in units of
+    ``dtype``. Pointer arithmetic is 64-bit: each ``+`` adds its offset's value exactly."""
 
     __slots__ = ("buf", "off", "dtype")
 
@@ -336,16 +431,15 @@ class Ptr:
         self.buf, self.off, self.dtype = buf, off, np.dtype(dtype)
 
     def __add__(self, x):
-        if isinstance(x, Ptr):
-            raise EmuError("adding two pointers")
-        if isinstance(x, Val) and x.a.dtype.kind not in "iu":
-            raise EmuError("a pointer offset must be an integer")
-        return Ptr(self.buf, self.off + x, self.dtype)
+        x, off = _offset64(x), _offset64(self.off)
+        if isinstance(x, Val) or isinstance(off, Val):
+            return Ptr(self.buf, Val(as_val(off, np.int64).a + as_val(x, np.int64).a), self.dtype)
+        return Ptr(self.buf, off + x, self.dtype)
 
     __radd__ = __add__
 
     def __sub__(self, x):
-        return Ptr(self.buf, self.off - x, self.dtype)
+        return self + (-x)  # the offset negated in its own type, as FlyDSL's ``ptr - x`` does
 
     def recast(self, dtype):
         dtype = np.dtype(dtype)
@@ -363,7 +457,7 @@ class Ptr:
         return Ptr(self.buf, off, dtype)
 
     def byte_offsets(self, n):
-        off = as_val(self.off, np.int64).a
+        off = as_val(self.off, np.int64).a.astype(np.int64)
         item = self.dtype.itemsize
         if n == 1:
             return off * item
@@ -398,6 +492,9 @@ def store(value, ptr: Ptr):
     if isinstance(value, Val) and value.a.ndim == 2:
         n = value.a.shape[1]
         byte = ptr.byte_offsets(n)
+    if isinstance(value, Val) and value.a.dtype != dtype:
+        raise EmuError(f"{STATE.program()}: a {value.a.dtype} value stored through a {dtype} pointer"
+                       f" to '{ptr.buf.name}' (FlyDSL's ptr_store needs the pointer's element type)")
     v = as_val(value, dtype).a
     if v.ndim == 1 and byte.ndim == 1 and v.shape != byte.shape:
         v = np.broadcast_to(v, byte.shape)

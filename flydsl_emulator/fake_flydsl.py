@@ -35,19 +35,16 @@ class _Scalar:
     def __new__(cls, value):
         if cls.np_dtype.kind == "f":
             if isinstance(value, Val):
-                return Val(value.a.astype(np.float32))
+                return Val(value.a.astype(np.float32))  # sitofp / fptrunc
             return core.full(float(value), np.float32)
-        # int casts: fptosi truncates; Int32 wraps to 32 bits
+        # int casts: fptosi truncates; an int sign-extends (an i1 zero-extends) or truncates,
+        # as FlyDSL's ``Integer.__init__`` (``int_to_int``) does
         if isinstance(value, Val):
             a = value.a
             if a.dtype.kind == "f":
                 a = np.trunc(a)
-            a = a.astype(np.int64)
-        else:
-            a = np.full(STATE.lanes, int(value), dtype=np.int64)
-        if cls.np_dtype == np.int32:
-            a = core.wrap32(a)
-        return Val(a)
+            return Val(a.astype(cls.np_dtype))
+        return core.full(core.wrap_int(int(value), cls.np_dtype.itemsize * 8), cls.np_dtype)
 
 
 class Int32(_Scalar):
@@ -108,27 +105,28 @@ class Vector(metaclass=_VectorMeta):
 # -- per-program indices ------------------------------------------------------------------------
 
 class _BlockIdx:
+    # FlyDSL's ``Tuple3D``: the gpu dialect's index value cast to Int32
     @property
     def x(self):
-        return core.full(STATE.block_idx[0], np.int64)
+        return core.full(STATE.block_idx[0], np.int32)
 
     @property
     def y(self):
-        return core.full(STATE.block_idx[1], np.int64)
+        return core.full(STATE.block_idx[1], np.int32)
 
     @property
     def z(self):
-        return core.full(STATE.block_idx[2], np.int64)
+        return core.full(STATE.block_idx[2], np.int32)
 
 
 class _ThreadIdx:
     @property
     def x(self):
-        return Val(np.arange(STATE.lanes, dtype=np.int64))
+        return Val(np.arange(STATE.lanes, dtype=np.int32))
 
     @property
     def y(self):
-        return core.full(0, np.int64)
+        return core.full(0, np.int32)
 
     z = y
 
@@ -167,9 +165,12 @@ def ptr_store(value, ptr, **_):
 # -- arithmetic helpers -------------------------------------------------------------------------
 
 def _minmax(fn):
+    """``fx.min`` / ``fx.max``: the operands in their common type (an i1 widened to i32), then
+    ``minsi``/``maxsi`` or NaN-propagating ``minimumf``/``maximumf``."""
     def op(a, b):
-        x, y = core._pair(a, b)
-        return Val(fn(x, y))
+        x, y = core._operands(a, b, core._ARITH, fn.__name__)
+        r = fn(x, y)
+        return Val(r) if np.ndim(r) else core.full(r, r.dtype)
     return op
 
 
@@ -291,7 +292,8 @@ def mfma_scale_f32_16x16x128_f8f6f4(result_type, operands, *_, **__):
     return core.mfma_scale_16x16x128(*operands)
 
 
-HELPERS = {"__emu_masked": core.masked, "__emu_merge": core.merge, "__emu_old": core.old_value}
+HELPERS = {"__emu_masked": core.masked, "__emu_merge": core.merge, "__emu_old": core.old_value,
+           "__emu_range": core.loop_range}
 
 
 def install():

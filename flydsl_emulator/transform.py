@@ -10,6 +10,10 @@ holds (and ``else`` for the others), as the GPU's divergent execution does:
 
 Inside a masked region, ``x = e`` / ``x op= e`` on a plain name merge: the active lanes take
 the new value, the others keep the old one.
+
+A ``for`` statement over ``range(...)`` (not ``fx.range_constexpr``) iterates ``__emu_range``:
+FlyDSL makes it an ``scf.for`` over i32 bounds whose induction variable is an i32 runtime value,
+so arithmetic on it is 32-bit.
 """
 
 import ast
@@ -48,6 +52,16 @@ class _Divergence(ast.NodeTransformer):
             elif r is not None:
                 out.append(r)
         return out or [ast.Pass()]
+
+    def visit_For(self, node):
+        it = node.iter
+        if (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                and not it.keywords):
+            node.iter = ast.copy_location(ast.Call(func=_name("__emu_range"), args=it.args, keywords=[]), it)
+        node.body = self._body(node.body)
+        if node.orelse:
+            node.orelse = self._body(node.orelse)
+        return node
 
     def visit_If(self, node):
         if _is_const_expr(node.test):
