@@ -117,6 +117,14 @@ def check_race_and_shuffle():
     v = Val(np.arange(64, dtype=np.float32))
     assert list(core.shuffle_xor(v, 16, 64).a[:4]) == [16, 17, 18, 19]
     assert list(core.shuffle_xor(v, 32, 64).a[32:34]) == [0, 1]
+    with core.masked(Val(np.arange(64) < 16)):  # lanes 16-63 inactive: a shuffle reading them fails
+        assert list(core.shuffle_xor(v, 1, 64).a[:2]) == [1, 0]
+        try:
+            core.shuffle_xor(v, 16, 64)
+        except EmuError as exc:
+            assert "inactive" in str(exc)
+        else:
+            raise AssertionError("a shuffle from inactive lanes not caught")
     buf = core.Buffer("out", torch.zeros(4))
     try:
         core.store(v, core.Ptr(buf, 0, np.float32) + (fx.thread_idx.x % 2))

@@ -533,6 +533,13 @@ def shuffle_xor(value, offset, width=WAVE):
     lanes = np.arange(STATE.lanes)
     src = lanes ^ off
     src = np.where((src // width == lanes // width) & (src < STATE.lanes), src, lanes)
+    # under a divergent if the hardware's inactive lanes hold no value to read: a shuffle that
+    # reads one returns no lane's result (ds_bpermute gives 0), so the emulator fails it
+    reads_inactive = STATE.mask & ~STATE.mask[src]
+    if reads_inactive.any():
+        lane = int(np.flatnonzero(reads_inactive)[0])
+        raise EmuError(f"{STATE.program()}: lane {lane} shuffles from lane {int(src[lane])}, inactive under a"
+                       " lane-divergent if")
     return Val(v.a[src])
 
 

@@ -48,6 +48,10 @@ def _bug(name: str, description: str, exposed_by: Exposure, site, mutate, side: 
                **sided)
 
 
+def _binary(left, operator, right) -> m.BinaryOperation:
+    return m.BinaryOperation(left=left, operator=operator, right=right)
+
+
 # the preshuffled layout's token offset: (16-token group) * 16 * D + (row in the group) * 16, in words
 _PRESHUFFLE_TOKEN_WORDS = m.Assign(targets=[m.AssignTarget(m.Name("token_words"))],
                                    value=_names("slot", "PRESHUFFLE_TILE", "HEAD_DIM"))
@@ -74,8 +78,33 @@ def _scale_folded_into_weights(loop: cst.For) -> cst.For:
     return loop.visit(Fold())
 
 
-def _binary(left, operator, right) -> m.BinaryOperation:
-    return m.BinaryOperation(left=left, operator=operator, right=right)
+# a row's compute loop: its head sum scaled by the token's scale, then summed across lane groups
+_ROW_LOOP = m.For(target=m.Name("m"), body=m.IndentedBlock(body=[m.ZeroOrMore(), m.SimpleStatementLine(body=[
+    m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
+             value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))]), m.ZeroOrMore()]))
+
+
+def _head_sum_in_the_store_branch(loop: cst.For) -> cst.For:
+    """The cross-lane head sum (and the causal mask) moved into the branch that stores the row:
+    there only the storing lane group is active, and its shuffles read the inactive ones."""
+    summed = _expr("visible.select(logit + fx.shuffle_xor(logit, MFMA_ROWS, WAVE_SIZE)"
+                   " + fx.shuffle_xor(logit, 2 * MFMA_ROWS, WAVE_SIZE)"
+                   " + fx.shuffle_xor(logit, 3 * MFMA_ROWS, WAVE_SIZE), float(\"-inf\"))")
+    moved = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name("logit"))], value=m.OneOf(
+        _binary(m.Name("logit"), m.Add(), m.Call(func=m.Attribute(attr=m.Name("shuffle_xor")))),
+        m.Call(func=m.Attribute(value=m.Name("visible"), attr=m.Name("select")))))])
+
+    class Move(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            return cst.RemoveFromParent() if m.matches(updated, moved) else updated
+
+        def leave_Call(self, original, updated):
+            if m.matches(updated, m.Call(func=m.Attribute(attr=m.Name("ptr_store")),
+                                         args=[m.Arg(m.Name("logit")), m.ZeroOrMore()])):
+                return updated.with_changes(args=[updated.args[0].with_changes(value=summed), *updated.args[1:]])
+            return updated
+
+    return loop.visit(Move())
 
 
 GFX950_CATALOG: tuple[Bug, ...] = (
@@ -220,14 +249,17 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          " large weight overflows float32 where the sum times the scale does not",
          Exposure("data whose weights and scales are each near float32's range (product-heavy)",
                   _gfx950(lambda c: c.values == "product-heavy")),
-         m.For(target=m.Name("m"), body=m.IndentedBlock(body=[m.ZeroOrMore(), m.SimpleStatementLine(body=[
-             m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
-                      value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))]), m.ZeroOrMore()])),
-         _scale_folded_into_weights),
+         _ROW_LOOP, _scale_folded_into_weights),
     _bug("rows-past-eight-stored-by-no-lane-group",
          "row m stored by lane group m - 4 past the fourth row (\"next_n is at most 8\"): from the ninth row on"
          " no lane group stores it",
          Exposure("next_n past eight rows (two per lane group)", _gfx950(lambda c: c.next_n > 2 * LANE_GROUPS)),
          _binary(m.Name("m"), m.Modulo(), m.Name("LANE_GROUPS")),
          lambda node: _expr("(m if m < LANE_GROUPS else m - LANE_GROUPS)")),
+    _bug("head-sum-inside-the-store-branch",
+         "the cross-lane head sum computed inside the branch that stores the row (\"only the storing lane"
+         " group needs it\"): there the other three groups are inactive and their shuffled values are not"
+         " theirs (ds_bpermute reads 0 from an inactive lane)",
+         Exposure("any context (every row's store is one lane group's)", _gfx950(lambda c: True)),
+         _ROW_LOOP, _head_sum_in_the_store_branch),
 )
