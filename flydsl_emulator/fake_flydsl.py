@@ -80,6 +80,18 @@ class Stream:
         self.value = value
 
 
+class CallersStream:
+    """What ``torch.cuda.current_stream`` gives the host code under emulation: the caller's
+    stream, the one every launch must be ordered on (one on another stream races the caller's
+    work: its inputs may not be written yet, its output read too early)."""
+
+    def __repr__(self):
+        return "the caller's current stream"
+
+
+CALLERS_STREAM = CallersStream()
+
+
 class _VecType:
     def __init__(self, elem, n):
         self.elem, self.n = elem, int(n)
@@ -197,6 +209,9 @@ class _Launch:
         self.kernel, self.args = kernel, args
 
     def launch(self, grid, block, stream=None, **_):
+        if getattr(stream, "value", stream) is not CALLERS_STREAM:
+            raise EmuError(f"the kernel was launched on {getattr(stream, 'value', stream)!r} (a default stream),"
+                           " not on the caller's current stream")
         self.kernel.run(self.args, grid, block)
 
 

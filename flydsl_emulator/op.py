@@ -3,7 +3,8 @@ loaded from its path with the fake flydsl installed, so its ``@flyc.jit`` launch
 as Python and the kernel's ``.launch`` runs the emulator on CPU tensors.
 
 The host function checks that ``q`` is on a gfx950 device, asks torch.cuda for the device and
-its stream, and allocates ``out`` on ``q.device``. The seam for that: the tensors go in as a
+its stream (the caller's, which the launch must use: one on another stream fails), and
+allocates ``out`` on ``q.device``. The seam for that: the tensors go in as a
 subclass whose ``.device`` reads ``cuda:0`` (memory stays on the CPU), and the module's
 ``torch`` name is a proxy whose ``cuda`` answers as a gfx950 device and whose ``empty`` /
 ``full`` / ``zeros`` allocate on the CPU (``empty`` poisoned with NaN, so a cell the kernel
@@ -40,7 +41,7 @@ class _FakeCuda:
         return _Props()
 
     def current_stream(self, *_):
-        return None
+        return fake_flydsl.CALLERS_STREAM
 
     def is_available(self):
         return True

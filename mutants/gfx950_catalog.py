@@ -78,6 +78,11 @@ def _scale_folded_into_weights(loop: cst.For) -> cst.For:
     return loop.visit(Fold())
 
 
+def _without_keyword(call: cst.Call, keyword: str) -> cst.Call:
+    kept = [arg for arg in call.args if arg.keyword is None or arg.keyword.value != keyword]
+    return call.with_changes(args=[*kept[:-1], kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+
+
 # a row's compute loop: its head sum scaled by the token's scale, then summed across lane groups
 _ROW_LOOP = m.For(target=m.Name("m"), body=m.IndentedBlock(body=[m.ZeroOrMore(), m.SimpleStatementLine(body=[
     m.Assign(targets=[m.AssignTarget(m.Name("logit"))],
@@ -256,6 +261,14 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          Exposure("next_n past eight rows (two per lane group)", _gfx950(lambda c: c.next_n > 2 * LANE_GROUPS)),
          _binary(m.Name("m"), m.Modulo(), m.Name("LANE_GROUPS")),
          lambda node: _expr("(m if m < LANE_GROUPS else m - LANE_GROUPS)")),
+    _bug("launch-on-the-default-stream",
+         "the kernel launched without the caller's stream (\"the launcher's default is fine\"): on the"
+         " default stream it is not ordered after the caller's writes of its inputs, nor its output before"
+         " the caller's reads",
+         Exposure("any call (the caller's stream is always the current one)", _gfx950(lambda c: True)),
+         m.Call(func=m.Attribute(attr=m.Name("launch")), args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("stream")),
+                                                               m.ZeroOrMore()]),
+         lambda node: _without_keyword(node, "stream"), side=HOST),
     _bug("head-sum-inside-the-store-branch",
          "the cross-lane head sum computed inside the branch that stores the row (\"only the storing lane"
          " group needs it\"): there the other three groups are inactive and their shuffled values are not"

@@ -30,6 +30,8 @@ def test_the_emulators_primitives_hold():
     ("tile-width-without-its-subtiles", "stored more than once in one launch"),
     # the head sum inside the storing lane group's branch: its shuffles read inactive lanes
     ("head-sum-inside-the-store-branch", "inactive under a lane-divergent if"),
+    # a launch not ordered on the caller's stream
+    ("launch-on-the-default-stream", "not on the caller's current stream"),
 ])
 def test_a_kernel_bug_fails_the_gfx950_cases_on_the_emulator(tmp_path, bug, finding):
     pytest.importorskip("libcst", reason="the catalog's mutants are built with libcst")
