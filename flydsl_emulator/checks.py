@@ -23,6 +23,16 @@ def program(lanes):
     STATE.stack = []
 
 
+def _fails(call, finding: str, what: str) -> None:
+    """``call`` raises an EmuError saying ``finding``; AssertionError naming ``what`` if not."""
+    try:
+        call()
+    except EmuError as exc:
+        assert finding in str(exc), exc
+    else:
+        raise AssertionError(what)
+
+
 def check_mfma_layout():
     """16 heads x 16 tokens x 128 channels, A and B fed by the documented lane map; lane l gets
     heads 4*(l//16)+r of token l%16. Checked against a float64 matmul of decoded fp8."""
@@ -52,27 +62,36 @@ def check_mfma_layout():
 
 
 def check_divergent_if_and_merge():
-    src_calls = []
-
     def body(flag: fx.Int32):
         t = fx.thread_idx.x
         x = t * 0
+        row = [t * 0]
         if t % 2 == 1:
             x = t + 100
-            src_calls.append(1)
+            row[0] = t + 1000  # an element, merged lane by lane like a name
         else:
             x = x - 1
         y = x
         if fx.const_expr(True):
             y = y + 0
-        return y
+        return y, row[0]
+
+    def grows_a_list(flag: fx.Int32):
+        t = fx.thread_idx.x
+        rows = []
+        if t % 2 == 1:
+            rows.append(t)
+        return rows
 
     from flydsl_emulator.transform import divergent_function
     f = divergent_function(body, fake_flydsl.HELPERS)
     program(8)
-    y = f(fx.Int32(0)).a
-    assert list(y) == [-1, 101, -1, 103, -1, 105, -1, 107], y
+    y, element = f(fx.Int32(0))
+    assert list(y.a) == [-1, 101, -1, 103, -1, 105, -1, 107], y.a
+    assert list(element.a) == [0, 1001, 0, 1003, 0, 1005, 0, 1007], element.a
     assert f.__emu_divergent_ifs__ == 1
+    _fails(lambda: divergent_function(grows_a_list, fake_flydsl.HELPERS)(fx.Int32(0)),
+           "cannot differ from lane to lane", "a list grown under a divergent if not caught")
 
 
 def check_bounds_and_strided_out():
@@ -119,19 +138,12 @@ def check_race_and_shuffle():
     assert list(core.shuffle_xor(v, 32, 64).a[32:34]) == [0, 1]
     with core.masked(Val(np.arange(64) < 16)):  # lanes 16-63 inactive: a shuffle reading them fails
         assert list(core.shuffle_xor(v, 1, 64).a[:2]) == [1, 0]
-        try:
-            core.shuffle_xor(v, 16, 64)
-        except EmuError as exc:
-            assert "inactive" in str(exc)
-        else:
-            raise AssertionError("a shuffle from inactive lanes not caught")
+        _fails(lambda: core.shuffle_xor(v, 16, 64), "inactive", "a shuffle from inactive lanes not caught")
+    _fails(lambda: core.shuffle_xor(v, 64, 128),
+           "a wave reads only its own lanes", "a shuffle across waves not caught")
     buf = core.Buffer("out", torch.zeros(4))
-    try:
-        core.store(v, core.Ptr(buf, 0, np.float32) + (fx.thread_idx.x % 2))
-    except EmuError as exc:
-        assert "race" in str(exc)
-    else:
-        raise AssertionError("write race not caught")
+    _fails(lambda: core.store(v, core.Ptr(buf, 0, np.float32) + (fx.thread_idx.x % 2)),
+           "race", "write race not caught")
 
 
 def check_int_semantics():
@@ -213,12 +225,8 @@ def check_integer_widths():
         for i in range(n):
             pass
 
-    try:
-        divergent_function(body64, fake_flydsl.HELPERS)(fx.Int64(2))
-    except EmuError as exc:
-        assert "i32" in str(exc)
-    else:
-        raise AssertionError("an i64 loop bound passed")
+    _fails(lambda: divergent_function(body64, fake_flydsl.HELPERS)(fx.Int64(2)),
+           "i32", "an i64 loop bound passed")
 
 
 def wrap(v):

@@ -334,6 +334,13 @@ def masked(cond, negate=False, needs_uniform=False):
         STATE.mask = STATE.stack.pop()
 
 
+def uniform_only(what):
+    """A change that no lane-wise merge undoes (a list growing) is for all lanes or none."""
+    if not STATE.mask.all():
+        raise EmuError(f"{STATE.program()}: {what} under a lane-divergent if (a container's structure cannot"
+                       " differ from lane to lane)")
+
+
 def old_value(getter):
     try:
         return getter()
@@ -530,6 +537,9 @@ def shuffle_xor(value, offset, width=WAVE):
     v = as_val(value)
     off = int(offset)
     width = int(width)
+    if width > WAVE or off >= WAVE:
+        raise EmuError(f"{STATE.program()}: shuffle_xor({off}, width {width}) reaches past a wave's {WAVE}"
+                       " lanes: a wave reads only its own lanes' registers")
     lanes = np.arange(STATE.lanes)
     src = lanes ^ off
     src = np.where((src // width == lanes // width) & (src < STATE.lanes), src, lanes)

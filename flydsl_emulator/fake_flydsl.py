@@ -308,7 +308,7 @@ def mfma_scale_f32_16x16x128_f8f6f4(result_type, operands, *_, **__):
 
 
 HELPERS = {"__emu_masked": core.masked, "__emu_merge": core.merge, "__emu_old": core.old_value,
-           "__emu_range": core.loop_range}
+           "__emu_range": core.loop_range, "__emu_uniform": core.uniform_only}
 
 
 def install():

@@ -8,8 +8,11 @@ holds (and ``else`` for the others), as the GPU's divergent execution does:
         orelse          with __emu_masked(__emu_cN, True, <breaks>) as __emu_aN:
                             if __emu_aN: orelse
 
-Inside a masked region, ``x = e`` / ``x op= e`` on a plain name merge: the active lanes take
-the new value, the others keep the old one.
+Inside a masked region, ``x = e`` / ``x op= e`` merge, on a plain name as on an element or
+attribute (``row[0] = e``, ``acc.total = e``): the active lanes take the new value, the others
+keep the old one, as FlyDSL carries them through its ``scf.if``. A call that changes a
+container's structure there (``append``, ``pop``, ...) must be uniform: under a partial lane
+mask it fails, since no lane-wise merge of a list's length exists.
 
 A ``for`` statement over ``range(...)`` (not ``fx.range_constexpr``) iterates ``__emu_range``:
 FlyDSL makes it an ``scf.for`` over i32 bounds whose induction variable is an i32 runtime value,
@@ -36,6 +39,19 @@ def _has_jump(stmts):
 
 def _name(id_, ctx=None):
     return ast.Name(id=id_, ctx=ctx or ast.Load())
+
+
+# assignment targets merged lane by lane inside a masked region
+_MERGED_TARGETS = (ast.Name, ast.Subscript, ast.Attribute)
+# methods that change a container's length or keys
+_STRUCTURE_CHANGES = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault",
+                                "popitem", "add", "discard"})
+
+
+def _loaded(target):
+    """``target`` (a name, element or attribute assigned to) as an expression that reads it."""
+    loaded = ast.parse(ast.unparse(target), mode="eval").body
+    return ast.copy_location(loaded, target)
 
 
 class _Divergence(ast.NodeTransformer):
@@ -90,28 +106,38 @@ class _Divergence(ast.NodeTransformer):
 
     def _merged(self, target, value):
         getter = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-                            body=_name(target))
+                            body=_loaded(target))
         old = ast.Call(func=_name("__emu_old"), args=[getter], keywords=[])
         return ast.Call(func=_name("__emu_merge"), args=[value, old], keywords=[])
 
     def visit_Assign(self, node):
         node = self.generic_visit(node)
-        if self.depth and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            node.value = self._merged(node.targets[0].id, node.value)
+        if self.depth and len(node.targets) == 1 and isinstance(node.targets[0], _MERGED_TARGETS):
+            node.value = self._merged(node.targets[0], node.value)
         return node
 
     def visit_AugAssign(self, node):
         node = self.generic_visit(node)
-        if self.depth and isinstance(node.target, ast.Name):
-            value = ast.BinOp(left=_name(node.target.id), op=node.op, right=node.value)
-            new = ast.Assign(targets=[_name(node.target.id, ast.Store())], value=self._merged(node.target.id, value))
+        if self.depth and isinstance(node.target, _MERGED_TARGETS):
+            value = ast.BinOp(left=_loaded(node.target), op=node.op, right=node.value)
+            new = ast.Assign(targets=[node.target], value=self._merged(node.target, value))
             return ast.copy_location(new, node)
         return node
 
     def visit_AnnAssign(self, node):
         node = self.generic_visit(node)
-        if self.depth and isinstance(node.target, ast.Name) and node.value is not None:
-            node.value = self._merged(node.target.id, node.value)
+        if self.depth and isinstance(node.target, _MERGED_TARGETS) and node.value is not None:
+            node.value = self._merged(node.target, node.value)
+        return node
+
+    def visit_Expr(self, node):
+        node = self.generic_visit(node)
+        call = node.value
+        if (self.depth and isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr in _STRUCTURE_CHANGES):
+            check = ast.Expr(ast.Call(func=_name("__emu_uniform"), args=[ast.Constant(f".{call.func.attr}(...)")],
+                                      keywords=[]))
+            return [ast.copy_location(check, node), node]
         return node
 
 

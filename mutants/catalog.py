@@ -211,6 +211,22 @@ def _edits_of(argument: str) -> Callable[[object], bool]:
     return lambda case: isinstance(case, RejectionCase) and case.edit.startswith(f"{argument}-")
 
 
+# rejections of values the checks read back from the device (lengths, block ids)
+_VALUE_REJECTIONS = ("context_lens-past-max-model-len", "context_lens-below-next-n", "block_table-bad-entries-across-rows")
+
+
+def _values_checked_after_the_launch(function: cst.FunctionDef) -> cst.FunctionDef:
+    launch_first = cst.parse_statement(
+        "if validate is True and isinstance(q, torch.Tensor) and q.is_cuda:\n"
+        "    launched = plan_launch(q, kv_cache, weights, context_lens, block_table, max_model_len,"
+        " next_n_lens=next_n_lens, preshuffle=preshuffle, out=out, validate=False, **tuning).run()\n"
+        "    check_inputs(q, kv_cache, weights, context_lens, block_table, max_model_len, next_n_lens=next_n_lens,"
+        " preshuffle=preshuffle, out=out, check_values=True)\n"
+        "    return launched\n")
+    body = list(function.body.body)
+    return function.with_changes(body=function.body.with_changes(body=[*body[:-1], launch_first, body[-1]]))
+
+
 def _pinned_defaults(case: object) -> bool:
     return isinstance(case, DefaultsCase)
 
@@ -2393,6 +2409,18 @@ CATALOG: tuple[Bug, ...] = (
                             _compiled("cover")),
         site=_call("store") & m.Call(args=[m.DoNotCare(), m.Arg(m.Name("logits")), m.ZeroOrMore()]),
         mutate=lambda node: _with_keyword_arg(node, "eviction_policy", _expr('"evict_first"')),
+    ),
+    Bug(
+        name="values-checked-after-the-gpu-launch",
+        description="on a GPU the op launches on the structural checks and checks the lengths and block ids"
+                    " afterwards (\"the value checks' host sync overlaps the kernel\"): a bad block id is read"
+                    " out of bounds and the caller's out written before the ValueError; host calls unchanged",
+        exposed_by=Exposure("a value rejection called on tensors a GPU holds (the claimed-GPU call of the op)",
+                            lambda case: isinstance(case, RejectionCase) and case.edit in _VALUE_REJECTIONS),
+        site=m.FunctionDef(name=m.Name("fp8_paged_mqa_logits")),
+        mutate=_values_checked_after_the_launch,
+        path=LAUNCHER,
+        side=HOST,
     ),
 )
 

@@ -89,6 +89,25 @@ _ROW_LOOP = m.For(target=m.Name("m"), body=m.IndentedBlock(body=[m.ZeroOrMore(),
              value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))]), m.ZeroOrMore()]))
 
 
+def _scale_applied_by_the_storing_group(loop: cst.For) -> cst.For:
+    """The token's scale applied, through a list element, only in the lane group that stores the
+    row: before the cross-lane sum the other groups' partial sums go in unscaled."""
+    scaled_where_stored = [cst.parse_statement(line) for line in (
+        "row_logit = [logit]",
+        "if stores_row[m]:\n    row_logit[0] = row_logit[0] * sub_scales[sub]\n",
+        "logit = row_logit[0]")]
+
+    class Move(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            if m.matches(updated, m.SimpleStatementLine(body=[m.Assign(
+                    targets=[m.AssignTarget(m.Name("logit"))],
+                    value=_binary(m.Name("logit"), m.Multiply(), _names("sub_scales")))])):
+                return cst.FlattenSentinel(scaled_where_stored)
+            return updated
+
+    return loop.visit(Move())
+
+
 def _head_sum_in_the_store_branch(loop: cst.For) -> cst.For:
     """The cross-lane head sum (and the causal mask) moved into the branch that stores the row:
     there only the storing lane group is active, and its shuffles read the inactive ones."""
@@ -269,6 +288,12 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          m.Call(func=m.Attribute(attr=m.Name("launch")), args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("stream")),
                                                                m.ZeroOrMore()]),
          lambda node: _without_keyword(node, "stream"), side=HOST),
+    _bug("scale-applied-by-the-storing-group-alone",
+         "the token's scale applied through a list element in the lane group that stores the row only"
+         " (\"only that group's sum is stored\"): the other groups' partial sums join the cross-lane sum"
+         " unscaled",
+         Exposure("any context (every row's head sum spans four lane groups)", _gfx950(lambda c: True)),
+         _ROW_LOOP, _scale_applied_by_the_storing_group),
     _bug("head-sum-inside-the-store-branch",
          "the cross-lane head sum computed inside the branch that stores the row (\"only the storing lane"
          " group needs it\"): there the other three groups are inactive and their shuffled values are not"

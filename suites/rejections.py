@@ -1645,6 +1645,8 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
             with claimed_sms():
                 _check_quotes(edit, _rejection(edit, planner, *on_claimed_gpu(edited, keywords),
                                                "plan_launch on tensors a GPU holds"))
+        if claimable(edited, keywords) and not edit.holds_gigabytes:
+            _check_rejected_on_claimed_gpu(edit, op, edited, keywords)
         host_side = _on_gpu_but_the_moved(inputs, edited, keywords)
         if host_side is not None and not edit.holds_gigabytes:
             with claimed_sms():
@@ -1659,6 +1661,21 @@ def check_edit(edit: InputEdit, inputs: OpInputs, op) -> None:
     if "out" not in call.keywords:  # the same rejection when the op allocates its own out
         _check_quotes(edit, _rejection(edit, op, edited, {**keywords, "out": None}, "the op without out"))
     _check_unchanged(edit, given, edited, versions)
+
+
+def _check_rejected_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:
+    """The op itself, not only its planning, rejects the call on tensors a GPU holds, and before
+    writing the caller's out: a GPU path that launches on the structural checks and reads the
+    lengths and block ids back afterwards (to overlap the value checks' host sync with the
+    kernel) passes every call on host tensors and every check of the planning alone."""
+    moved, moved_keywords = on_claimed_gpu(inputs, keywords)
+    out = moved_keywords.get("out")
+    before = _dense_copy(out) if is_readable(out) else None
+    with claimed_sms():
+        _check_quotes(edit, _rejection(edit, op, moved, moved_keywords, "the op on tensors a GPU holds"))
+    if before is not None and not same_bits(_dense_copy(out), before):
+        raise Refusal(f"{edit.name}: on tensors a GPU holds, the op wrote into the caller's out before rejecting"
+                      " the input")
 
 
 def _check_planned_on_claimed_gpu(edit: InputEdit, op, inputs: OpInputs, keywords: dict) -> None:

@@ -164,6 +164,23 @@ def test_a_rejection_that_comes_only_with_a_callers_out_fails(case_id):
         check_rejection(CASES[case_id], validating_only_into_a_callers_out)
 
 
+def writing_out_first_on_a_gpu(*args, out=None, **keywords):
+    """The op, but on a GPU it clears the caller's out before its checks (as a launch before the
+    value checks would write it)."""
+    if out is not None and out.device.type == "cuda":
+        out.fill_(0.0)
+    return kernel.fp8_paged_mqa_logits(*args, out=out, **keywords)
+
+
+writing_out_first_on_a_gpu.__module__ = launcher.__name__  # its planning is the launcher's
+
+
+def test_an_op_that_writes_a_callers_out_on_a_gpu_before_rejecting_fails():
+    """On host tensors it refuses as it should; only the call on tensors a GPU holds shows it."""
+    with pytest.raises(AssertionError, match="on tensors a GPU holds, the op wrote into the caller's out"):
+        check_rejection(CASES["reject-context_lens-past-max-model-len"], writing_out_first_on_a_gpu)
+
+
 def stages_fitted_to_shared_memory(monkeypatch):
     """The launcher's planning, cutting a caller's pipeline depth to the deepest that fits a
     Hopper SM's shared memory: the caller asked for another launch than it runs."""
