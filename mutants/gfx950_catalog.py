@@ -288,6 +288,13 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          m.Call(func=m.Attribute(attr=m.Name("launch")), args=[m.ZeroOrMore(), m.Arg(keyword=m.Name("stream")),
                                                                m.ZeroOrMore()]),
          lambda node: _without_keyword(node, "stream"), side=HOST),
+    _bug("block-offset-in-32-bits",
+         "a block's word offset multiplied in 32 bits and widened after (\"the cast is what matters\"): right"
+         " in any pool below 2^31 words (8 GiB), wrapped past it",
+         Exposure("a block pool past 2^31 words (8 GiB)", _gfx950(lambda c: c.pool_bytes > 8 * 2**30)),
+         _binary(m.Call(func=m.Attribute(value=m.Name("fx"), attr=m.Name("Int64")), args=[m.Arg(m.Name("block_id"))]),
+                 m.Multiply(), m.Name("BLOCK_WORDS")),
+         lambda node: _expr("fx.Int64(block_id * BLOCK_WORDS)")),
     _bug("scale-applied-by-the-storing-group-alone",
          "the token's scale applied through a list element in the lane group that stores the row only"
          " (\"only that group's sum is stored\"): the other groups' partial sums join the cross-lane sum"

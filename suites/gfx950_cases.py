@@ -28,7 +28,11 @@ from kernel.gfx950_config import DEFAULT_NUM_WAVES, DEFAULT_SUBTILES, LANE_GROUP
 from oracle import compare_logits, make_inputs, reference_logits
 from oracle.refusal import Refusal
 
-RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len", "table_margin", "values", "default_knobs", "bad_num_splits")
+RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len", "table_margin", "values", "default_knobs", "bad_num_splits",
+                  "pool_bytes")
+# a block pool past 2^31 32-bit words (the kernel addresses the cache in words): a block offset
+# computed in 32 bits wraps; allocated, never touched but for the blocks the sequences use
+POOL_PAST_INT32_WORDS = 9 * 2**30
 # split counts the launcher must refuse, naming num_splits, before anything is written
 BAD_NUM_SPLITS = (0, -1, True, 2.0)
 
@@ -41,7 +45,8 @@ class Gfx950Case(KernelConfig):
     of one that many columns wider on each side, its row stride not its width; ``values``: the
     data's pattern, ``oracle.inputs.VALUES``; ``default_knobs``: the launcher picks the tile
     shape and split count itself, the compile-time knobs those defaults; ``bad_num_splits``: the call
-    passes this split count, which the launcher must refuse)."""
+    passes this split count, which the launcher must refuse; ``pool_bytes``: the block pool holds
+    that many bytes of blocks no sequence uses between those it uses)."""
 
     batch: int = 2
     splits: int = 1
@@ -50,6 +55,7 @@ class Gfx950Case(KernelConfig):
     values: str = "random"
     default_knobs: bool = False
     bad_num_splits: object = None
+    pool_bytes: int = 0
 
     def __post_init__(self):
         if self.default_knobs and (self.num_waves, self.subtiles, self.splits) != (DEFAULT_NUM_WAVES,
@@ -87,6 +93,8 @@ class Gfx950Case(KernelConfig):
             knobs += f"-b{self.batch}"
         if self.bad_num_splits is not None:
             extras += f"-refuses_num_splits_{self.bad_num_splits!r}"
+        if self.pool_bytes:
+            extras += f"-pool{self.pool_bytes / 2**30:g}gib"
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
                 f"{knobs}{row_end}{extras}")
 
@@ -109,7 +117,8 @@ class Gfx950Case(KernelConfig):
         return make_inputs(batch=self.batch, next_n=self.next_n, heads=self.heads, head_dim=self.head_dim,
                            kv_block=self.kv_block, preshuffle=self.preshuffle, context_lens=self.context_lens,
                            max_model_len=self.max_model_len, next_n_lens=self.next_n_lens, seed=seed,
-                           table_slice_margin=self.table_margin, values=self.values, device=device)
+                           table_slice_margin=self.table_margin, values=self.values,
+                           min_pool_bytes=self.pool_bytes, device=device)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -165,6 +174,8 @@ def curated() -> list[Gfx950Case]:
     # the launcher's own tile shape and split count, as callers get them
     cases += [Gfx950Case(default_knobs=True), Gfx950Case(default_knobs=True, batch=3, ends_at_max_len=True)]
     cases += [Gfx950Case(bad_num_splits=bad) for bad in BAD_NUM_SPLITS]
+    # block offsets past 2^31 words: 64-bit address arithmetic
+    cases += [Gfx950Case(pool_bytes=POOL_PAST_INT32_WORDS, batch=3)]
     return list(dict.fromkeys(cases))
 
 

@@ -72,7 +72,7 @@ def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_in
 
 def test_catalog_pins_one_site_each_in_the_kernel_body_and_its_launch():
     mutants = _catalog()
-    assert len(mutants) == 26
+    assert len(mutants) == 27
     assert all(m.path == KERNEL for m in mutants.values())
     assert [m.id for m in mutants.values() if m.side != "device"] == ["table-width-as-row-stride",
                                                                        "launch-on-the-default-stream"]
