@@ -115,6 +115,7 @@ def make_emulated_op(mod):
                    max_model_len, **kwargs)
         return got.as_subclass(torch.Tensor) if isinstance(got, torch.Tensor) else got
 
+    fp8_paged_mqa_logits_emulated.kernel_module = mod  # its host code, for checks of the launcher's policy
     return fp8_paged_mqa_logits_emulated
 
 

@@ -295,6 +295,12 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          _binary(m.Call(func=m.Attribute(value=m.Name("fx"), attr=m.Name("Int64")), args=[m.Arg(m.Name("block_id"))]),
                  m.Multiply(), m.Name("BLOCK_WORDS")),
          lambda node: _expr("fx.Int64(block_id * BLOCK_WORDS)")),
+    _bug("default-splits-blind-to-the-batch",
+         "the default split count sized for the compute units alone (\"programs per CU\"), not shared out"
+         " among the batch's sequences: the same values, a grid the batch times too large",
+         Exposure("the launcher's default split counts, pinned", _gfx950(lambda c: c.pinned_defaults)),
+         m.Assign(targets=[m.AssignTarget(m.Name("wanted"))]),
+         lambda node: node.with_changes(value=_expr("PROGRAMS_PER_CU * cus")), side=HOST),
     _bug("scale-applied-by-the-storing-group-alone",
          "the token's scale applied through a list element in the lane group that stores the row only"
          " (\"only that group's sum is stored\"): the other groups' partial sums join the cross-lane sum"

@@ -27,9 +27,10 @@ import torch
 from kernel.gfx950_config import DEFAULT_NUM_WAVES, DEFAULT_SUBTILES, LANE_GROUPS, KernelConfig
 from oracle import compare_logits, make_inputs, reference_logits
 from oracle.refusal import Refusal
+from suites.gfx950_defaults import check_pinned_defaults
 
 RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len", "table_margin", "values", "default_knobs", "bad_num_splits",
-                  "pool_bytes")
+                  "pool_bytes", "pinned_defaults")
 # a block pool past 2^31 32-bit words (the kernel addresses the cache in words): a block offset
 # computed in 32 bits wraps; allocated, never touched but for the blocks the sequences use
 POOL_PAST_INT32_WORDS = 9 * 2**30
@@ -46,7 +47,9 @@ class Gfx950Case(KernelConfig):
     data's pattern, ``oracle.inputs.VALUES``; ``default_knobs``: the launcher picks the tile
     shape and split count itself, the compile-time knobs those defaults; ``bad_num_splits``: the call
     passes this split count, which the launcher must refuse; ``pool_bytes``: the block pool holds
-    that many bytes of blocks no sequence uses between those it uses)."""
+    that many bytes of blocks no sequence uses between those it uses; ``pinned_defaults``: no
+    call, but the launcher's default split count over a grid of shapes, held to its pinned table,
+    ``suites/gfx950_defaults.py``)."""
 
     batch: int = 2
     splits: int = 1
@@ -56,6 +59,7 @@ class Gfx950Case(KernelConfig):
     default_knobs: bool = False
     bad_num_splits: object = None
     pool_bytes: int = 0
+    pinned_defaults: bool = False
 
     def __post_init__(self):
         if self.default_knobs and (self.num_waves, self.subtiles, self.splits) != (DEFAULT_NUM_WAVES,
@@ -95,6 +99,8 @@ class Gfx950Case(KernelConfig):
             extras += f"-refuses_num_splits_{self.bad_num_splits!r}"
         if self.pool_bytes:
             extras += f"-pool{self.pool_bytes / 2**30:g}gib"
+        if self.pinned_defaults:
+            return "gfx950-default-split-counts-pinned"
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
                 f"{knobs}{row_end}{extras}")
 
@@ -176,6 +182,7 @@ def curated() -> list[Gfx950Case]:
     cases += [Gfx950Case(bad_num_splits=bad) for bad in BAD_NUM_SPLITS]
     # block offsets past 2^31 words: 64-bit address arithmetic
     cases += [Gfx950Case(pool_bytes=POOL_PAST_INT32_WORDS, batch=3)]
+    cases += [Gfx950Case(pinned_defaults=True)]
     return list(dict.fromkeys(cases))
 
 
@@ -213,7 +220,11 @@ def check_gfx950_case(case: Gfx950Case, op, device) -> None:
     """Raise AssertionError unless ``op`` matches the oracle on ``case``, twice bitwise, into a
     fresh output and a caller's strided one whose guard columns stay untouched; for a case of a
     split count to refuse, unless ``op`` raises a ValueError naming ``num_splits`` and leaves a
-    caller's out as it was."""
+    caller's out as it was; for the pinned defaults, unless the launcher's default split counts
+    are the pinned ones."""
+    if case.pinned_defaults:
+        check_pinned_defaults(op)
+        return
     inputs = case.inputs()
     if case.bad_num_splits is not None:
         _check_refused_splits(case, inputs.to(device), op, device)

@@ -72,10 +72,10 @@ def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_in
 
 def test_catalog_pins_one_site_each_in_the_kernel_body_and_its_launch():
     mutants = _catalog()
-    assert len(mutants) == 27
+    assert len(mutants) == 28
     assert all(m.path == KERNEL for m in mutants.values())
-    assert [m.id for m in mutants.values() if m.side != "device"] == ["table-width-as-row-stride",
-                                                                       "launch-on-the-default-stream"]
+    assert [m.id for m in mutants.values() if m.side != "device"] == [
+        "table-width-as-row-stride", "launch-on-the-default-stream", "default-splits-blind-to-the-batch"]
     assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
 
 
@@ -132,6 +132,39 @@ def test_the_gfx950_check_fails_a_launcher_that_takes_a_bad_split_count_or_refus
     check_gfx950_case(case, _refusing("names-it"), "cpu")
     with pytest.raises(AssertionError):
         check_gfx950_case(case, _refusing(how), "cpu")
+
+
+def _launcher_with_policy(policy):
+    """An op whose module's default split count is ``policy(pinned, tiles)``: the pinned table's
+    pick for the shape and the table's tile count."""
+    import json
+    import types
+
+    from suites.gfx950_defaults import TABLE, _key
+
+    pinned = json.loads(TABLE.read_text())
+    module = types.SimpleNamespace(torch=types.SimpleNamespace(cuda=types.SimpleNamespace()))
+
+    def default_splits(dims, device, block_n):
+        cus = module.torch.cuda.get_device_properties(device).multi_processor_count
+        tokens = next(t for t in (16, 1000, 8192, 163_840) if -(-t // dims.kv_block) == dims.max_blocks)
+        tiles = -(-dims.max_blocks * dims.kv_block // block_n)
+        return policy(pinned[_key(cus, dims.batch, tokens, block_n)], tiles)
+
+    module._default_splits = default_splits
+    return types.SimpleNamespace(kernel_module=module)
+
+
+@pytest.mark.parametrize("policy, finding", [
+    (lambda pinned, tiles: pinned + 1 if pinned < tiles else pinned, "the default split count changed"),
+    (lambda pinned, tiles: 0, "is not between 1 and"),
+])
+def test_the_pinned_defaults_check_fails_a_changed_or_unrunnable_split_policy(policy, finding):
+    from suites.gfx950_defaults import check_pinned_defaults
+
+    check_pinned_defaults(_launcher_with_policy(lambda pinned, tiles: pinned))
+    with pytest.raises(AssertionError, match=finding):
+        check_pinned_defaults(_launcher_with_policy(policy))
 
 
 def _into_the_callers_out(write):
