@@ -25,8 +25,9 @@ TABLE = Path(__file__).with_name("gfx950_defaults.json")
 COMPUTE_UNITS = (256, 32)
 SHAPES = {
     "batch": (1, 3, 64, 1024),
-    # the table's capacity: under one tile, a few, 8k, DeepSeek-V3.2's longest model
-    "tokens": (16, 1000, 8192, 163_840),
+    # the table's capacity: under one tile, a few, 63 blocks (no whole number of wide tiles), 8k,
+    # DeepSeek-V3.2's longest model
+    "tokens": (16, 1000, 4000, 8192, 163_840),
     # tile widths: one wave of one sub-tile, the default (4 x 2), the widest (8 x 4)
     "block_n": (16, 128, 512),
 }

@@ -140,14 +140,14 @@ def _launcher_with_policy(policy):
     import json
     import types
 
-    from suites.gfx950_defaults import TABLE, _key
+    from suites.gfx950_defaults import SHAPES, TABLE, _key
 
     pinned = json.loads(TABLE.read_text())
     module = types.SimpleNamespace(torch=types.SimpleNamespace(cuda=types.SimpleNamespace()))
 
     def default_splits(dims, device, block_n):
         cus = module.torch.cuda.get_device_properties(device).multi_processor_count
-        tokens = next(t for t in (16, 1000, 8192, 163_840) if -(-t // dims.kv_block) == dims.max_blocks)
+        tokens = next(t for t in SHAPES["tokens"] if -(-t // dims.kv_block) == dims.max_blocks)
         tiles = -(-dims.max_blocks * dims.kv_block // block_n)
         return policy(pinned[_key(cus, dims.batch, tokens, block_n)], tiles)
 
