@@ -301,6 +301,16 @@ GFX950_CATALOG: tuple[Bug, ...] = (
          Exposure("the launcher's default split counts, pinned", _gfx950(lambda c: c.pinned_defaults)),
          m.Assign(targets=[m.AssignTarget(m.Name("wanted"))]),
          lambda node: node.with_changes(value=_expr("PROGRAMS_PER_CU * cus")), side=HOST),
+    _bug("device-guard-without-the-architecture",
+         "the launcher refuses only tensors off the GPU (\"ROCm builds run on AMD GPUs\"): on an MI300"
+         " (gfx942) it launches code compiled for gfx950",
+         Exposure("a device of another architecture (the launcher must refuse it)",
+                  _gfx950(lambda c: bool(c.device_arch))),
+         m.BooleanOperation(left=m.Comparison(left=m.Attribute(value=m.Attribute(value=m.Name("q"),
+                                                                                attr=m.Name("device")),
+                                                               attr=m.Name("type"))),
+                            operator=m.Or()),
+         lambda node: node.left, side=HOST),
     _bug("scale-applied-by-the-storing-group-alone",
          "the token's scale applied through a list element in the lane group that stores the row only"
          " (\"only that group's sum is stored\"): the other groups' partial sums join the cross-lane sum"

@@ -20,6 +20,7 @@ Nothing here needs a gfx950 device but ``check_gfx950_case``, which runs the op.
 """
 
 import itertools
+import types
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -27,10 +28,11 @@ import torch
 from kernel.gfx950_config import DEFAULT_NUM_WAVES, DEFAULT_SUBTILES, LANE_GROUPS, KernelConfig
 from oracle import compare_logits, make_inputs, reference_logits
 from oracle.refusal import Refusal
-from suites.gfx950_defaults import check_pinned_defaults
+from suites.fake_gpu import replaced
+from suites.gfx950_defaults import check_pinned_defaults, kernel_module
 
 RUNTIME_FIELDS = ("batch", "splits", "ends_at_max_len", "table_margin", "values", "default_knobs", "bad_num_splits",
-                  "pool_bytes", "pinned_defaults")
+                  "pool_bytes", "pinned_defaults", "device_arch")
 # a block pool past 2^31 32-bit words (the kernel addresses the cache in words): a block offset
 # computed in 32 bits wraps; allocated, never touched but for the blocks the sequences use
 POOL_PAST_INT32_WORDS = 9 * 2**30
@@ -49,7 +51,8 @@ class Gfx950Case(KernelConfig):
     passes this split count, which the launcher must refuse; ``pool_bytes``: the block pool holds
     that many bytes of blocks no sequence uses between those it uses; ``pinned_defaults``: no
     call, but the launcher's default split count over a grid of shapes, held to its pinned table,
-    ``suites/gfx950_defaults.py``)."""
+    ``suites/gfx950_defaults.py``; ``device_arch``: the device claims this architecture, which
+    the launcher must refuse, naming ``q``)."""
 
     batch: int = 2
     splits: int = 1
@@ -60,6 +63,7 @@ class Gfx950Case(KernelConfig):
     bad_num_splits: object = None
     pool_bytes: int = 0
     pinned_defaults: bool = False
+    device_arch: str = ""
 
     def __post_init__(self):
         if self.default_knobs and (self.num_waves, self.subtiles, self.splits) != (DEFAULT_NUM_WAVES,
@@ -101,6 +105,8 @@ class Gfx950Case(KernelConfig):
             extras += f"-pool{self.pool_bytes / 2**30:g}gib"
         if self.pinned_defaults:
             return "gfx950-default-split-counts-pinned"
+        if self.device_arch:
+            extras += f"-refuses_a_{self.device_arch}_device"
         return (f"gfx950-h{self.heads}-d{self.head_dim}-kvb{self.kv_block}-{layout}-nn{self.next_n}{lens}"
                 f"{knobs}{row_end}{extras}")
 
@@ -183,6 +189,8 @@ def curated() -> list[Gfx950Case]:
     # block offsets past 2^31 words: 64-bit address arithmetic
     cases += [Gfx950Case(pool_bytes=POOL_PAST_INT32_WORDS, batch=3)]
     cases += [Gfx950Case(pinned_defaults=True)]
+    # a device of another architecture (MI300's gfx942): the kernel's code is not its code
+    cases += [Gfx950Case(device_arch="gfx942")]
     return list(dict.fromkeys(cases))
 
 
@@ -229,6 +237,9 @@ def check_gfx950_case(case: Gfx950Case, op, device) -> None:
     if case.bad_num_splits is not None:
         _check_refused_splits(case, inputs.to(device), op, device)
         return
+    if case.device_arch:
+        _check_refused_arch(case, inputs.to(device), op, device)
+        return
     expected, magnitude = reference_logits(inputs)
     on_device = inputs.to(device)
     got = op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning())
@@ -240,6 +251,31 @@ def check_gfx950_case(case: Gfx950Case, op, device) -> None:
         raise Refusal("a caller's strided out differs from a fresh output")
     if not guarded[:, columns:].isnan().all():
         raise Refusal("the op wrote past max_model_len into a caller's out")
+
+
+def _check_refused_arch(case: Gfx950Case, on_device, op, device) -> None:
+    module = kernel_module(op)
+    real = module.torch.cuda.get_device_properties
+
+    def claimed(*args):
+        return types.SimpleNamespace(**{**vars_of(real(*args)), "gcnArchName": f"{case.device_arch}:sramecc+:xnack-"})
+
+    out = torch.full((case.batch * case.next_n, case.max_model_len), float("nan"), device=device)
+    with replaced([(module.torch.cuda, "get_device_properties", claimed)]):
+        try:
+            op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning(), out=out)
+        except ValueError as error:
+            if not str(error).startswith("q:"):
+                raise Refusal(f"a {case.device_arch} device refused without naming q: {error}") from None
+        else:
+            raise Refusal(f"the op ran on a {case.device_arch} device")
+    if not out.isnan().all():
+        raise Refusal(f"a {case.device_arch} device: refused after writing into the caller's out")
+
+
+def vars_of(properties) -> dict:
+    """A device's properties as a dict (torch's are no plain object)."""
+    return {name: getattr(properties, name) for name in dir(properties) if not name.startswith("_")}
 
 
 def _check_refused_splits(case: Gfx950Case, on_device, op, device) -> None:

@@ -72,10 +72,11 @@ def test_curated_and_exhaustive_run_rows_past_the_lane_groups_and_rows_ending_in
 
 def test_catalog_pins_one_site_each_in_the_kernel_body_and_its_launch():
     mutants = _catalog()
-    assert len(mutants) == 28
+    assert len(mutants) == 29
     assert all(m.path == KERNEL for m in mutants.values())
     assert [m.id for m in mutants.values() if m.side != "device"] == [
-        "table-width-as-row-stride", "launch-on-the-default-stream", "default-splits-blind-to-the-batch"]
+        "table-width-as-row-stride", "launch-on-the-default-stream", "default-splits-blind-to-the-batch",
+        "device-guard-without-the-architecture"]
     assert mutants["wave-offset"].after == "wave * (SUBTILES - 1)"
 
 
@@ -132,6 +133,38 @@ def test_the_gfx950_check_fails_a_launcher_that_takes_a_bad_split_count_or_refus
     check_gfx950_case(case, _refusing("names-it"), "cpu")
     with pytest.raises(AssertionError):
         check_gfx950_case(case, _refusing(how), "cpu")
+
+
+def _arch_checking(how: str):
+    """The right op, but for how it takes a device that is not gfx950."""
+    import types
+
+    right = _reference_op(wrong=False)
+    properties = types.SimpleNamespace(gcnArchName="gfx950:sramecc+:xnack-", multi_processor_count=256)
+    module = types.SimpleNamespace(torch=types.SimpleNamespace(cuda=types.SimpleNamespace(
+        get_device_properties=lambda *_: properties)))
+
+    def op(q, *args, out=None, **keywords):
+        other = not module.torch.cuda.get_device_properties(q.device).gcnArchName.startswith("gfx950")
+        if other and how == "names-it":
+            raise ValueError("q: the FlyDSL kernel runs on a gfx950 device")
+        if other and how == "names-nothing":
+            raise ValueError("wrong device")
+        if other and how == "after-writing" and out is not None:
+            out.fill_(0.0)
+            raise ValueError("q: the FlyDSL kernel runs on a gfx950 device")
+        return right(q, *args, out=out, **keywords)
+
+    op.kernel_module = module
+    return op
+
+
+@pytest.mark.parametrize("how", ["accepts", "names-nothing", "after-writing"])
+def test_the_gfx950_check_fails_a_launcher_that_runs_on_another_architecture_or_refuses_it_badly(how):
+    case = Gfx950Case(device_arch="gfx942")
+    check_gfx950_case(case, _arch_checking("names-it"), "cpu")
+    with pytest.raises(AssertionError):
+        check_gfx950_case(case, _arch_checking(how), "cpu")
 
 
 def _launcher_with_policy(policy):
