@@ -260,17 +260,25 @@ def _check_refused_arch(case: Gfx950Case, on_device, op, device) -> None:
     def claimed(*args):
         return types.SimpleNamespace(**{**vars_of(real(*args)), "gcnArchName": f"{case.device_arch}:sramecc+:xnack-"})
 
-    out = torch.full((case.batch * case.next_n, case.max_model_len), float("nan"), device=device)
-    with replaced([(module.torch.cuda, "get_device_properties", claimed)]):
-        try:
+    def call(out):
+        with replaced([(module.torch.cuda, "get_device_properties", claimed)]):
             op(*on_device.op_args(), **on_device.op_kwargs(), **case.tuning(), out=out)
-        except ValueError as error:
-            if not str(error).startswith("q:"):
-                raise Refusal(f"a {case.device_arch} device refused without naming q: {error}") from None
-        else:
-            raise Refusal(f"the op ran on a {case.device_arch} device")
+
+    _check_refused(case, call, "q", f"a {case.device_arch} device", device)
+
+
+def _check_refused(case: Gfx950Case, call, argument: str, what: str, device) -> None:
+    """``call(out)`` raises a ValueError naming ``argument`` and leaves the caller's ``out`` as it was."""
+    out = torch.full((case.batch * case.next_n, case.max_model_len), float("nan"), device=device)
+    try:
+        call(out)
+    except ValueError as error:
+        if not str(error).startswith(f"{argument}:"):
+            raise Refusal(f"{what}: refused without naming {argument}: {error}") from None
+    else:
+        raise Refusal(f"{what}: accepted")
     if not out.isnan().all():
-        raise Refusal(f"a {case.device_arch} device: refused after writing into the caller's out")
+        raise Refusal(f"{what}: refused after writing into the caller's out")
 
 
 def vars_of(properties) -> dict:
@@ -279,14 +287,8 @@ def vars_of(properties) -> dict:
 
 
 def _check_refused_splits(case: Gfx950Case, on_device, op, device) -> None:
-    out = torch.full((case.batch * case.next_n, case.max_model_len), float("nan"), device=device)
-    try:
+    def call(out):
         op(*on_device.op_args(), **on_device.op_kwargs(), num_waves=case.num_waves, subtiles=case.subtiles,
            num_splits=case.bad_num_splits, out=out)
-    except ValueError as error:
-        if not str(error).startswith("num_splits"):
-            raise Refusal(f"num_splits={case.bad_num_splits!r} refused without naming num_splits: {error}") from None
-    else:
-        raise Refusal(f"num_splits={case.bad_num_splits!r} was accepted")
-    if not out.isnan().all():
-        raise Refusal(f"num_splits={case.bad_num_splits!r}: refused after writing into the caller's out")
+
+    _check_refused(case, call, "num_splits", f"num_splits={case.bad_num_splits!r}", device)
