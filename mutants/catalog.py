@@ -2411,6 +2411,22 @@ CATALOG: tuple[Bug, ...] = (
         mutate=lambda node: _with_keyword_arg(node, "eviction_policy", _expr('"evict_first"')),
     ),
     Bug(
+        name="fresh-result-rows-padded-on-a-gpu",
+        description="on a GPU the op's own result has its rows padded to 16 bytes (\"every row's stores"
+                    " vectorize\"): the right values in a strided tensor, not the dense [rows, max_model_len] one;"
+                    " views of it raise, on the GPU only",
+        exposed_by=Exposure("a fresh result of a GPU call whose max_model_len is no multiple of 4 (the call-cost"
+                            " case)", lambda case: isinstance(case, CallCostCase) and not case.caller_out),
+        site=m.Assign(targets=[m.AssignTarget(m.Name("out"))],
+                      value=m.Call(func=m.Attribute(value=m.Name("torch"), attr=m.Name("empty")))),
+        mutate=lambda node: node.with_changes(value=_expr(
+            "torch.empty_strided((dims.batch * dims.next_n, max_model_len), (-(-max_model_len // 4) * 4, 1),"
+            " dtype=torch.float32, device=q.device) if q.device.type == \"cuda\" else " + cst.Module([]).code_for_node(
+                node.value))),
+        path=LAUNCHER,
+        side=HOST,
+    ),
+    Bug(
         name="values-checked-after-the-gpu-launch",
         description="on a GPU the op launches on the structural checks and checks the lengths and block ids"
                     " afterwards (\"the value checks' host sync overlaps the kernel\"): a bad block id is read"

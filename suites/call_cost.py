@@ -112,6 +112,7 @@ class GpuCall:
     launch_keywords: list
     switches: list
     raised: BaseException | None = None
+    result: torch.Tensor | None = None
 
     def device_work(self) -> list[str]:
         return [op for op, is_view in self.made if not is_view and op not in ALLOCATIONS]
@@ -156,7 +157,7 @@ def unchecked_gpu_call(op, case: CallCostCase) -> GpuCall:
                                                   dtype=torch.float32, device="cuda:0")
         with _Operations(call.made):
             try:
-                op(*args, **keywords, **fixed.tuning(), validate=False)
+                call.result = op(*args, **keywords, **fixed.tuning(), validate=False)
             except LaunchFailed as error:
                 call.raised = error
     return call
@@ -218,6 +219,10 @@ def check_call_cost(case: CallCostCase, op) -> None:
         raise Refusal(f"{where} runs device work besides its kernel: {call.device_work()}")
     if len(call.allocations()) != (0 if case.caller_out else 1):
         raise Refusal(f"{where}: allocations {call.allocations()}")
+    columns = CALLS[case.call].max_model_len()
+    if not case.caller_out and call.result is not None and call.result.stride() != (columns, 1):
+        # a result padded for aligned rows is no dense [rows, max_model_len] tensor: views of it raise
+        raise Refusal(f"{where}: a fresh result of strides {call.result.stride()}, not dense ({columns}, 1)")
     launched = call.launch_keywords[0]
     if launched.get("launch_pdl") is not True or launched.get("DEPENDENT_LAUNCH") is not True:
         raise Refusal(f"{where} is not a programmatic dependent launch of a kernel that waits for the"

@@ -53,6 +53,26 @@ def test_a_gpu_call_that_fills_its_result_first_is_caught(monkeypatch):
         check(case, fp8_paged_mqa_logits, "cpu")
 
 
+@pytest.mark.filterwarnings("ignore:Accessing the data pointer of FakeTensor")
+def test_a_gpu_call_whose_fresh_result_has_padded_rows_is_caught(monkeypatch):
+    """The check's witness: on a GPU only, the launcher allocates the result with rows padded to
+    16 bytes (one allocation, no other work; a strided result, not a dense one)."""
+    planned = launcher.plan_launch
+
+    def padded(*args, out=None, **keywords):
+        if out is None:
+            rows, columns = args[0].shape[0] * args[0].shape[1], args[5]
+            out = torch.empty_strided((rows, columns), (-(-columns // 4) * 4, 1), dtype=torch.float32,
+                                      device=args[0].device)
+        return planned(*args, out=out, **keywords)
+
+    monkeypatch.setattr(launcher, "plan_launch", padded)
+    case = CallCostCase("flat", caller_out=False)
+    assert CALLS["flat"].max_model_len() % 4, "the witness needs rows that padding changes"
+    with pytest.raises(AssertionError, match="not dense"):
+        check(case, fp8_paged_mqa_logits, "cpu")
+
+
 # every way a launcher may wait for the GPU from the host, a poll among them (a round trip to
 # the device on every decode step, refused under graph capture)
 # (the classes as imported: the check puts a recorder in place of torch.cuda.Stream itself)
