@@ -258,16 +258,18 @@ POOL_TUNING = dict(num_waves=1, subtiles=1, num_splits=1)
 def print_pool_case(kernel_files, pool_bytes=9 << 30) -> None:
     """Run ``POOL_CASE`` with a key pool of ``pool_bytes`` on the emulated kernel of each file and
     print one JSON line each: its error (None where it matched the oracle), seconds, and the
-    process's peak RSS. The pool is ``torch.empty``: only the blocks the sequences use are
+    process's peak RSS since it started (``VmHWM``: ``getrusage``'s peak is the forking parent's
+    where that was larger). The pool is ``torch.empty``: only the blocks the sequences use are
     written, so the pool costs the pages of those blocks alone."""
-    import resource
+    import re
     import time
+    from pathlib import Path
 
     from flydsl_emulator.op import load_kernel_module, make_emulated_op
     from oracle import compare_logits, make_inputs, reference_logits
 
     def rss_mib():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        return int(re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1)) // 1024
 
     before = rss_mib()
     inputs = make_inputs(**POOL_CASE, min_pool_bytes=pool_bytes)

@@ -24,6 +24,7 @@ from oracle.inputs import production_step_inputs
 from oracle.refusal import Refusal
 from suites.cases import Case, HostCase
 from suites.check import build_inputs
+from suites.claimed_gpu import claimed_sms, on_claimed_gpu
 from suites.fake_gpu import RecordedLaunches, replaced
 from suites.rejections import launch_planner
 
@@ -166,8 +167,10 @@ def _changes(before: dict, after: dict) -> list[str]:
 
 
 def _calls(op, device, calls) -> list[str]:
-    """Make ``calls``; returns the attributes they left on the caller's tensors, by name."""
+    """Make ``calls``, and plan each on tensors that claim a GPU (the launcher's GPU paths, which
+    no host call takes); returns the attributes they left on the caller's tensors, by name."""
     marked = []
+    planner = launch_planner(op)
     for call in calls:
         inputs = (build_inputs(call) if isinstance(call, Case) else call()).to(device)
         out = torch.empty(inputs.q.shape[0] * inputs.q.shape[1], inputs.max_model_len, device=device)
@@ -178,14 +181,21 @@ def _calls(op, device, calls) -> list[str]:
             op(*inputs.op_args(), **inputs.op_kwargs(), out=out, validate=validate)
         marked += [f"{name}.{attribute}" for name, tensor in given.items() for attribute in vars(tensor)
                    if attribute not in before[name] or before[name][attribute] is not vars(tensor)[attribute]]
+        if planner is not None and isinstance(call, Case):
+            host = inputs.to("cpu")
+            moved, keywords = on_claimed_gpu(host, host.op_kwargs(), out_rows=out.shape[0])
+            with claimed_sms():
+                for validate in (True, False):
+                    planner(*moved.op_args(), **keywords, validate=validate)
     return marked
 
 
 @dataclass(frozen=True)
 class StatelessCase(HostCase):
     """Calls of every kind (checked and not, into a fresh and a caller's result) on two models'
-    sizes and a production step's, after a warm-up on a third: the op's state before and after. The kernel launch is
-    recorded, not made: the state held to account is the host code's."""
+    sizes and a production step's, after a warm-up on a third, and the same models' calls planned
+    on tensors that claim a GPU: the op's state before and after. The kernel launch is recorded,
+    not made: the state held to account is the host code's."""
 
     @property
     def id(self) -> str:
