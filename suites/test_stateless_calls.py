@@ -98,6 +98,24 @@ def test_a_launcher_that_keeps_its_plans_on_the_kernel_object_is_caught(monkeypa
         check(StatelessCase(), fp8_paged_mqa_logits, device)
 
 
+def test_a_launcher_that_caches_plans_on_its_gpu_path_alone_is_caught(monkeypatch, device):
+    """The check's witness for state only a GPU call makes: plans cached by sizes for tensors on
+    a GPU ("a decode loop plans the same sizes step after step"), host calls planned afresh. No
+    host call reaches the cache; the calls planned on tensors that claim a GPU do."""
+    planned = launcher.plan_launch
+    monkeypatch.setattr(launcher, "_GPU_PLANS", {}, raising=False)
+
+    def caching_on_a_gpu(*args, **keywords):
+        if args[0].device.type != "cuda":
+            return planned(*args, **keywords)
+        key = tuple(tuple(a.shape) if hasattr(a, "shape") else a for a in args)
+        return launcher._GPU_PLANS.setdefault(key, planned(*args, **keywords))
+
+    monkeypatch.setattr(launcher, "plan_launch", caching_on_a_gpu)
+    with pytest.raises(AssertionError, match=r"changed its modules' state.*_GPU_PLANS"):
+        check(StatelessCase(), fp8_paged_mqa_logits, device)
+
+
 def _remembering_in_a_closure(planned):
     """A planner made by a factory whose closure keeps the last plan and its sizes, as the
     launcher's module would define it."""
